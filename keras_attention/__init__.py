@@ -1,0 +1,17 @@
+"""Serializable Bahdanau and Luong attention for Keras 3."""
+
+from keras_attention.bahdanau_attention import BahdanauAttention
+from keras_attention.base_attention import BaseAttention
+from keras_attention.luong_attention import LuongAttention
+from keras_attention.masked_softmax import MaskedSoftmax
+from keras_attention.masking import masked_softmax
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BahdanauAttention",
+    "BaseAttention",
+    "LuongAttention",
+    "MaskedSoftmax",
+    "masked_softmax",
+]

@@ -1,0 +1,338 @@
+"""`BaseAttention`: the call contract, masks and shape checks of every score.
+
+Subclasses only say how keys are projected (`precompute_keys`) and how a query is
+scored against projected keys (`_score`). Everything a user can get wrong about
+shapes is checked here, once, with messages in the symbols of the docs:
+batch, T_q, T_v, d_q, d_k, d_v, units.
+"""
+
+import keras
+from keras import ops
+
+from keras_attention.masking import masked_softmax
+from keras_attention.masking import shape_str
+
+
+def _arg_error(name, expected, shape, why=""):
+    why = f" {why}" if why else ""
+    return ValueError(
+        f"Invalid value for argument `{name}`. Expected shape {expected}.{why} "
+        f"Received: {name}.shape={shape_str(shape)}"
+    )
+
+
+def _same(a, b):
+    return a is None or b is None or a == b
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class BaseAttention(keras.layers.Layer):
+    """Base class of the attention layers: masks, shapes, dropout, heads.
+
+    Not used directly. Subclasses implement `build_score(d_q, d_k)`,
+    `precompute_keys(key)` and `_score(query, processed_keys)`.
+
+    Args:
+        num_heads: number of heads the features are split into.
+        dropout: dropout rate applied to the attention weights in training.
+        seed: seed of the dropout.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+    """
+
+    def __init__(self, num_heads=1, dropout=0.0, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(num_heads, int) or num_heads < 1:
+            raise ValueError(
+                "Invalid value for argument `num_heads`. Expected a positive "
+                f"integer. Received: num_heads={num_heads!r}"
+            )
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(
+                "Invalid value for argument `dropout`. Expected a rate in "
+                f"[0, 1). Received: dropout={dropout!r}"
+            )
+        self.num_heads = num_heads
+        self.dropout = float(dropout)
+        self.seed = seed
+        self.supports_masking = True
+        self.weights_dropout = keras.layers.Dropout(self.dropout, seed=seed)
+        self.query_dim = None
+        self.key_dim = None
+        self.value_dim = None
+
+    # ----------------------------------------------------------------- build
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        self._check_static_shapes(query_shape, value_shape, key_shape)
+        names = (("query", query_shape, "d_q"), ("key", key_shape, "d_k"))
+        names += (("value", value_shape, "d_v"),)
+        for name, shape, symbol in names:
+            if shape[-1] is None:
+                raise _arg_error(
+                    name,
+                    f"with a known last dimension ({symbol})",
+                    shape,
+                )
+        self.query_dim = int(query_shape[-1])
+        self.key_dim = int(key_shape[-1])
+        self.value_dim = int(value_shape[-1])
+        if self.num_heads > 1:
+            for name, dim in (
+                ("query", self.query_dim),
+                ("key", self.key_dim),
+                ("value", self.value_dim),
+            ):
+                if dim % self.num_heads:
+                    raise ValueError(
+                        f"Invalid value for argument `{name}`. With "
+                        f"num_heads={self.num_heads} its last dimension must be "
+                        f"a multiple of {self.num_heads}. Received: "
+                        f"{name}.shape[-1]={dim}"
+                    )
+        self.build_score(self.query_dim, self.key_dim)
+        self.weights_dropout.build(None)
+        self.built = True
+
+    def build_score(self, query_dim, key_dim):
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- checks
+
+    def _check_static_shapes(self, query_shape, value_shape, key_shape):
+        query_shape = tuple(query_shape)
+        value_shape = tuple(value_shape)
+        key_shape = tuple(key_shape)
+        if len(query_shape) not in (2, 3):
+            raise _arg_error(
+                "query",
+                "(batch, T_q, d_q), or (batch, d_q) for one decoder step",
+                query_shape,
+            )
+        if len(value_shape) != 3:
+            raise _arg_error("value", "(batch, T_v, d_v)", value_shape)
+        if len(key_shape) != 3:
+            raise _arg_error("key", "(batch, T_v, d_k)", key_shape)
+        if not _same(query_shape[0], value_shape[0]):
+            raise _arg_error(
+                "value",
+                f"(batch, T_v, d_v) with batch={query_shape[0]} as in `query`",
+                value_shape,
+                "The batch sizes of query and value differ.",
+            )
+        if not _same(key_shape[0], value_shape[0]):
+            raise _arg_error(
+                "key",
+                f"(batch, T_v, d_k) with batch={value_shape[0]} as in `value`",
+                key_shape,
+                "The batch sizes of key and value differ.",
+            )
+        if not _same(key_shape[1], value_shape[1]):
+            raise _arg_error(
+                "key",
+                f"(batch, T_v, d_k) with T_v={value_shape[1]} as in `value`",
+                key_shape,
+                "Every key needs a value: their lengths differ.",
+            )
+        if self.query_dim is not None:
+            built = (
+                ("query", query_shape, "d_q", self.query_dim),
+                ("key", key_shape, "d_k", self.key_dim),
+                ("value", value_shape, "d_v", self.value_dim),
+            )
+            for name, shape, symbol, dim in built:
+                if not _same(shape[-1], dim):
+                    expected = (
+                        "(batch, T_q, d_q) or (batch, d_q)"
+                        if name == "query"
+                        else f"(batch, T_v, {symbol})"
+                    )
+                    raise _arg_error(
+                        name,
+                        f"{expected} with {symbol}={dim}",
+                        shape,
+                        f"The layer was built with {symbol}={dim}.",
+                    )
+
+    def _check_masks(self, query_shape, value_shape, query_mask, value_mask):
+        if value_mask is not None:
+            shape = tuple(value_mask.shape)
+            if len(shape) != 2 or not all(
+                _same(a, b) for a, b in zip(shape, value_shape[:2], strict=True)
+            ):
+                raise _arg_error(
+                    "value_mask",
+                    f"(batch, T_v)={shape_str(value_shape[:2])}, one boolean per key",
+                    shape,
+                )
+        if query_mask is not None:
+            shape = tuple(query_mask.shape)
+            expected = tuple(query_shape[:-1])
+            if len(shape) != len(expected) or not all(
+                _same(a, b) for a, b in zip(shape, expected, strict=True)
+            ):
+                symbols = "(batch,)" if len(expected) == 1 else "(batch, T_q)"
+                raise _arg_error(
+                    "query_mask",
+                    f"{symbols}={shape_str(expected)}, one boolean per query",
+                    shape,
+                )
+
+    # ------------------------------------------------------------------ call
+
+    def precompute_keys(self, key):
+        """Projects the keys once, for reuse at every decoder step.
+
+        Args:
+            key: (batch, T_v, d_k).
+
+        Returns:
+            The processed keys that `attend` takes; their shape depends on the
+            score (see the class docstring).
+        """
+        raise NotImplementedError
+
+    def _score(self, query, processed_keys):
+        """(batch, T_q, d_q) query → (batch, num_heads, T_q, T_v) scores."""
+        raise NotImplementedError
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        key = value if key is None else key
+        self._check_static_shapes(query.shape, value.shape, key.shape)
+        processed_keys = self.precompute_keys(key)
+        context, weights = self.attend(
+            query,
+            value,
+            processed_keys,
+            query_mask=query_mask,
+            value_mask=value_mask,
+            training=training,
+        )
+        if return_attention_scores:
+            return context, weights
+        return context
+
+    def attend(
+        self,
+        query,
+        value,
+        processed_keys,
+        query_mask=None,
+        value_mask=None,
+        training=None,
+    ):
+        """Attends with keys already processed by `precompute_keys`.
+
+        A decoder calls `precompute_keys(memory)` once per batch and `attend`
+        at every step, so the keys are projected once, not once per step.
+
+        Args:
+            query: (batch, T_q, d_q) or (batch, d_q).
+            value: (batch, T_v, d_v).
+            processed_keys: the output of `precompute_keys(key)`.
+            query_mask: optional bool (batch, T_q) or (batch,).
+            value_mask: optional bool (batch, T_v).
+            training: whether dropout is active.
+
+        Returns:
+            `(context, weights)`: context (batch, T_q, d_v) or (batch, d_v);
+            weights (batch, T_q, T_v) or (batch, T_v), with a heads axis after
+            batch when num_heads > 1.
+        """
+        dtype = self.compute_dtype
+        query = ops.cast(query, dtype)
+        value = ops.cast(value, dtype)
+        pk_shape = tuple(processed_keys.shape)
+        if len(pk_shape) < 3 or not all(
+            _same(a, b) for a, b in zip(pk_shape[:2], value.shape[:2], strict=True)
+        ):
+            raise _arg_error(
+                "processed_keys",
+                f"(batch, T_v, ...) with (batch, T_v)={shape_str(value.shape[:2])} "
+                "as in `value`, as returned by precompute_keys(key)",
+                pk_shape,
+            )
+        self._check_masks(query.shape, value.shape, query_mask, value_mask)
+        single_step = len(query.shape) == 2
+        if single_step:
+            query = ops.expand_dims(query, 1)  # (B, 1, d_q)
+            if query_mask is not None:
+                query_mask = ops.expand_dims(query_mask, 1)  # (B, 1)
+
+        scores = self._score(query, processed_keys)  # (B, H, T_q, T_v)
+        mask = None
+        if value_mask is not None:
+            mask = ops.cast(value_mask, "bool")[:, None, None, :]  # (B, 1, 1, T_v)
+        weights = masked_softmax(scores, mask, axis=-1)  # (B, H, T_q, T_v)
+        weights = self.weights_dropout(weights, training=training)
+
+        batch = ops.shape(value)[0]
+        t_v = ops.shape(value)[1]
+        heads = self.num_heads
+        value_heads = ops.reshape(
+            value, (batch, t_v, heads, self.value_dim // heads)
+        )  # (B, T_v, H, d_v / H)
+        context = ops.einsum("bhqv,bvhd->bqhd", weights, value_heads)
+        t_q = ops.shape(query)[1]
+        context = ops.reshape(context, (batch, t_q, self.value_dim))  # (B, T_q, d_v)
+
+        if query_mask is not None:
+            # Padded query rows attend to nothing: zero weights, zero context.
+            keep = ops.cast(query_mask, dtype)  # (B, T_q)
+            context = context * keep[:, :, None]
+            weights = weights * keep[:, None, :, None]
+        if heads == 1:
+            weights = ops.squeeze(weights, 1)  # (B, T_q, T_v)
+            if single_step:
+                weights = ops.squeeze(weights, 1)  # (B, T_v)
+        elif single_step:
+            weights = ops.squeeze(weights, 2)  # (B, H, T_v)
+        if single_step:
+            context = ops.squeeze(context, 1)  # (B, d_v)
+        return context, weights
+
+    def compute_output_shape(
+        self, query_shape, value_shape, key_shape=None, return_attention_scores=False
+    ):
+        context_shape = tuple(query_shape[:-1]) + (value_shape[-1],)
+        return context_shape
+
+    def compute_output_spec(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        key = value if key is None else key
+        self._check_static_shapes(query.shape, value.shape, key.shape)
+        self._check_masks(query.shape, value.shape, query_mask, value_mask)
+        context_shape = tuple(query.shape[:-1]) + (value.shape[-1],)
+        context = keras.KerasTensor(context_shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return context
+        weights_shape = (query.shape[0],)
+        if self.num_heads > 1:
+            weights_shape += (self.num_heads,)
+        weights_shape += tuple(query.shape[1:-1]) + (value.shape[1],)
+        weights = keras.KerasTensor(weights_shape, dtype=self.compute_dtype)
+        return context, weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {"num_heads": self.num_heads, "dropout": self.dropout, "seed": self.seed}
+        )
+        return config

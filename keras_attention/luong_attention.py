@@ -1,0 +1,196 @@
+"""`LuongAttention`: multiplicative (dot, general) and concat attention."""
+
+import keras
+from keras import ops
+
+from keras_attention.base_attention import BaseAttention
+
+_SCORE_MODES = ("dot", "general", "concat")
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class LuongAttention(BaseAttention):
+    """The attention scores of Luong, Pham and Manning (2015).
+
+    - `score_mode="dot"`: e_i = qᵀ k_i (needs d_q == d_k).
+    - `score_mode="general"`: e_i = qᵀ W k_i with W (d_q × d_k).
+    - `score_mode="concat"`: e_i = v_aᵀ tanh(W_a [q; k_i]), with W_a split into
+      a query part (d_q → units) and a key part (d_k → units).
+
+    `use_scale=True` multiplies the score by a learned scalar (initialized to 1),
+    as TensorFlow Addons' `LuongAttention(scale=True)`. With `num_heads > 1`
+    (dot and general), query, key and value are split into `num_heads` equal
+    slices, each head attends on its own (general: one d_q/H × d_k/H matrix per
+    head) and the head contexts are concatenated; `num_heads=1` is exactly the
+    single-head layer.
+
+    In a decoder, Luong's query is the state *after* the step, s_t.
+
+    Args:
+        score_mode: "dot", "general" or "concat". Defaults to "dot".
+        units: hidden size of the "concat" score; defaults to d_q. Only used by
+            "concat".
+        use_scale: learn a scalar factor on the scores. Defaults to False.
+        num_heads: number of heads ("dot" and "general"). Defaults to 1.
+        dropout: dropout rate on the attention weights during training.
+        seed: seed of the dropout.
+        kernel_initializer: initializer of W (general) or W_a and v_a (concat).
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        query: (batch, T_q, d_q), or (batch, d_q) for one decoder step.
+        value: (batch, T_v, d_v).
+        key: optional (batch, T_v, d_k); defaults to `value`.
+        query_mask: optional bool (batch, T_q) or (batch,); padded queries get
+            zero context and zero weights. Filled in automatically from a
+            masking layer upstream of `query`.
+        value_mask: optional bool (batch, T_v); masked keys get weight 0.
+            Filled in automatically from a masking layer upstream of `value`.
+        return_attention_scores: also return the weights.
+        training: whether dropout is active.
+
+    Returns:
+        The context, (batch, T_q, d_v) or (batch, d_v), and with
+        `return_attention_scores=True` also the weights, (batch, T_q, T_v) or
+        (batch, T_v); with num_heads > 1, (batch, num_heads, T_q, T_v) or
+        (batch, num_heads, T_v).
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = LuongAttention(score_mode="general")
+    >>> decoder_outputs = np.zeros((2, 3, 8), "float32")  # (batch, T_q, d_q)
+    >>> encoder_outputs = np.ones((2, 5, 12), "float32")  # (batch, T_v, d_v)
+    >>> context, weights = layer(
+    ...     decoder_outputs, encoder_outputs, return_attention_scores=True
+    ... )
+    >>> tuple(context.shape), tuple(weights.shape)
+    ((2, 3, 12), (2, 3, 5))
+    """
+
+    def __init__(
+        self,
+        score_mode="dot",
+        units=None,
+        use_scale=False,
+        num_heads=1,
+        dropout=0.0,
+        seed=None,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(num_heads=num_heads, dropout=dropout, seed=seed, **kwargs)
+        if score_mode not in _SCORE_MODES:
+            raise ValueError(
+                "Invalid value for argument `score_mode`. Expected one of "
+                f"{_SCORE_MODES}. Received: score_mode={score_mode!r}"
+            )
+        if units is not None and score_mode != "concat":
+            raise ValueError(
+                "Invalid value for argument `units`. Only score_mode='concat' "
+                f"has a hidden layer. Received: units={units!r} with "
+                f"score_mode={score_mode!r}"
+            )
+        if units is not None and (not isinstance(units, int) or units < 1):
+            raise ValueError(
+                "Invalid value for argument `units`. Expected a positive integer "
+                f"or None. Received: units={units!r}"
+            )
+        if score_mode == "concat" and num_heads != 1:
+            raise ValueError(
+                "Invalid value for argument `num_heads`. score_mode='concat' has "
+                f"a single head. Received: num_heads={num_heads}"
+            )
+        self.score_mode = score_mode
+        self.units = units
+        self.use_scale = bool(use_scale)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+    def build_score(self, query_dim, key_dim):
+        heads = self.num_heads
+        if self.score_mode == "dot" and query_dim != key_dim:
+            raise ValueError(
+                "Invalid value for argument `key`. score_mode='dot' needs query "
+                f"and key of the same size: expected key shape (batch, T_v, "
+                f"d_k={query_dim}) for a query of d_q={query_dim}. Received: "
+                f"d_k={key_dim}. Use score_mode='general', which learns a "
+                "(d_q × d_k) matrix between them."
+            )
+        if self.score_mode == "general":
+            self.kernel = self.add_weight(
+                name="kernel",  # W, one (d_q/H × d_k/H) block per head
+                shape=(heads, query_dim // heads, key_dim // heads),
+                initializer=self.kernel_initializer,
+            )
+        if self.score_mode == "concat":
+            units = self.units or query_dim
+            self.query_kernel = self.add_weight(
+                name="query_kernel",  # query part of W_aᵀ
+                shape=(query_dim, units),
+                initializer=self.kernel_initializer,
+            )
+            self.key_kernel = self.add_weight(
+                name="key_kernel",  # key part of W_aᵀ
+                shape=(key_dim, units),
+                initializer=self.kernel_initializer,
+            )
+            self.score_vector = self.add_weight(
+                name="score_vector",  # v_a
+                shape=(units,),
+                initializer=self.kernel_initializer,
+            )
+        if self.use_scale:
+            self.scale = self.add_weight(name="scale", shape=(), initializer="ones")
+
+    def precompute_keys(self, key):
+        """Projects the keys once per source sentence.
+
+        dot: the keys themselves, (batch, T_v, d_k); general: W k for every key,
+        (batch, T_v, d_q); concat: the key part of W_a [q; k], (batch, T_v, units).
+        """
+        dtype = self.compute_dtype
+        key = ops.cast(key, dtype)
+        if self.score_mode == "dot":
+            return key
+        if self.score_mode == "general":
+            heads = self.num_heads
+            batch, t_v = ops.shape(key)[0], ops.shape(key)[1]
+            key = ops.reshape(key, (batch, t_v, heads, self.key_dim // heads))
+            kernel = ops.cast(self.kernel, dtype)  # (H, d_q/H, d_k/H)
+            projected = ops.einsum("bvhk,hqk->bvhq", key, kernel)
+            return ops.reshape(projected, (batch, t_v, self.query_dim))
+        return ops.matmul(key, ops.cast(self.key_kernel, dtype))
+
+    def _score(self, query, processed_keys):
+        dtype = self.compute_dtype
+        if self.score_mode == "concat":
+            projected = ops.matmul(query, ops.cast(self.query_kernel, dtype))
+            hidden = projected[:, :, None, :] + processed_keys[:, None, :, :]
+            # hidden: (B, T_q, T_v, units)
+            v = ops.cast(self.score_vector, dtype)
+            scores = ops.sum(ops.tanh(hidden) * v, axis=-1)[:, None]  # (B,1,T_q,T_v)
+        else:
+            heads = self.num_heads
+            batch, t_q = ops.shape(query)[0], ops.shape(query)[1]
+            t_v = ops.shape(processed_keys)[1]
+            size = self.query_dim // heads
+            q = ops.reshape(query, (batch, t_q, heads, size))  # (B, T_q, H, d_q/H)
+            k = ops.reshape(processed_keys, (batch, t_v, heads, size))
+            scores = ops.einsum("bqhd,bvhd->bhqv", q, k)  # (B, H, T_q, T_v)
+        if self.use_scale:
+            scores = scores * ops.cast(self.scale, dtype)
+        return scores
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "score_mode": self.score_mode,
+                "units": self.units,
+                "use_scale": self.use_scale,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+            }
+        )
+        return config
