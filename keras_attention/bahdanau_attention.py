@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attention.base_attention import BaseAttention
+from keras_attention.masking import project
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -116,11 +117,11 @@ class BahdanauAttention(BaseAttention):
     def precompute_keys(self, key):
         """U_a k for every key: (batch, T_v, d_k) → (batch, T_v, units)."""
         key = ops.cast(key, self.compute_dtype)
-        return ops.matmul(key, ops.cast(self.key_kernel, self.compute_dtype))
+        return project(key, ops.cast(self.key_kernel, self.compute_dtype))
 
     def _score(self, query, processed_keys):
         dtype = self.compute_dtype
-        projected = ops.matmul(query, ops.cast(self.query_kernel, dtype))  # (B, T_q, u)
+        projected = project(query, ops.cast(self.query_kernel, dtype))  # (B, T_q, u)
         hidden = projected[:, :, None, :] + processed_keys[:, None, :, :]
         # hidden: (B, T_q, T_v, units)
         v = ops.cast(self.score_vector, dtype)

@@ -55,7 +55,11 @@ class BaseAttention(keras.layers.Layer):
         self.dropout = float(dropout)
         self.seed = seed
         self.supports_masking = True
-        self.weights_dropout = keras.layers.Dropout(self.dropout, seed=seed)
+        # The sub-layer takes this layer's policy: with its own (the global one) it
+        # would cast float16 weights back to float32 under `dtype="mixed_float16"`.
+        self.weights_dropout = keras.layers.Dropout(
+            self.dropout, seed=seed, dtype=self.dtype_policy
+        )
         self.query_dim = None
         self.key_dim = None
         self.value_dim = None

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_attention.base_attention import BaseAttention
+from keras_attention.masking import project
 
 _SCORE_MODES = ("dot", "general", "concat")
 
@@ -159,12 +160,12 @@ class LuongAttention(BaseAttention):
             kernel = ops.cast(self.kernel, dtype)  # (H, d_q/H, d_k/H)
             projected = ops.einsum("bvhk,hqk->bvhq", key, kernel)
             return ops.reshape(projected, (batch, t_v, self.query_dim))
-        return ops.matmul(key, ops.cast(self.key_kernel, dtype))
+        return project(key, ops.cast(self.key_kernel, dtype))
 
     def _score(self, query, processed_keys):
         dtype = self.compute_dtype
         if self.score_mode == "concat":
-            projected = ops.matmul(query, ops.cast(self.query_kernel, dtype))
+            projected = project(query, ops.cast(self.query_kernel, dtype))
             hidden = projected[:, :, None, :] + processed_keys[:, None, :, :]
             # hidden: (B, T_q, T_v, units)
             v = ops.cast(self.score_vector, dtype)

@@ -91,3 +91,18 @@ def masked_softmax(scores, mask=None, axis=-1):
     # gradient of those positions at exactly 0 (no 0 * inf).
     weights = ops.where(mask, weights, ops.zeros_like(weights))
     return ops.cast(weights, out_dtype)
+
+
+def project(x, kernel):
+    """`x @ kernel` over the last axis of `x`, as one 2-D matmul.
+
+    On TensorFlow a 3-D × 2-D `ops.matmul` becomes a `Tensordot`, whose gradient
+    inside a `while` loop has a dynamic transpose that XLA cannot compile; a
+    flattened 2-D matmul has none.
+    """
+    if len(x.shape) == 2:
+        return ops.matmul(x, kernel)
+    leading = ops.shape(x)[:-1]
+    flat = ops.reshape(x, (-1, x.shape[-1]))
+    out = ops.matmul(flat, kernel)
+    return ops.reshape(out, tuple(leading) + (kernel.shape[-1],))

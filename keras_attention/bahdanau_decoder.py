@@ -1,0 +1,216 @@
+"""`BahdanauDecoder`: attention inside the recurrence, queried with s_{t-1}."""
+
+import keras
+from keras import ops
+
+from keras_attention.base_decoder import BaseDecoder
+from keras_attention.loops import scan
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class BahdanauDecoder(BaseDecoder):
+    """The decoder of Bahdanau, Cho and Bengio (2014).
+
+    At step t, with the previous state s_{t-1}, the previous target embedding
+    y_{t-1} and the encoder outputs (the memory) h_1..h_T:
+
+        c_t, a_t = attention(query=s_{t-1}, value=h)   # before the step
+        s_t      = cell([y_{t-1}; c_t], s_{t-1})
+        o_t      = tanh(W_o [s_t; c_t; y_{t-1}] + b_o)  # the deep output
+
+    o_t goes to the vocabulary projection. The attention queries the state
+    *before* the step, the paper's convention (`LuongDecoder` queries s_t).
+
+    Args:
+        units: size of the recurrent state s.
+        attention: the attention layer, e.g. `BahdanauAttention(units=256)`.
+        cell_type: "gru" (default) or "lstm".
+        output_units: size of the deep output o_t; defaults to `units`.
+        seed: seed of `attention_override="permute"`.
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        target_embeddings: (batch, T_dec, d_emb), the embeddings of the decoder
+            inputs (teacher forcing: [START] + target[:-1]).
+        memory: (batch, T_enc, d_h), the encoder outputs.
+        initial_state: optional s_0, (batch, units), or [h_0, c_0] for LSTM;
+            zeros by default.
+        target_embeddings_mask: optional bool (batch, T_dec); masked steps keep
+            the state and give zero outputs and weights. Filled in from an
+            `Embedding(mask_zero=True)` automatically.
+        memory_mask: optional bool (batch, T_enc); filled in from the encoder
+            automatically.
+        attention_override: None, "uniform", "permute", or fixed weights of
+            shape (batch, T_dec, T_enc): replaces the attention weights (to test
+            whether attention explains the output).
+        training: whether dropout is active.
+
+    Returns:
+        `(outputs, weights, state)`: outputs (batch, T_dec, output_units),
+        weights (batch, T_dec, T_enc), the final state (batch, units) (a list
+        [h, c] for LSTM).
+    """
+
+    def __init__(
+        self,
+        units,
+        attention,
+        cell_type="gru",
+        output_units=None,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(
+            units=units, attention=attention, cell_type=cell_type, seed=seed, **kwargs
+        )
+        self.output_units = output_units
+        self.deep_output = keras.layers.Dense(
+            output_units or units, activation="tanh", name="deep_output"
+        )
+
+    def build_decoder(self, embedding_dim, memory_dim):
+        # A deserialized attention layer arrives already built.
+        if not self.attention.built:
+            self.attention.build((None, self.units), (None, None, memory_dim))
+        self.cell.build((None, embedding_dim + memory_dim))
+        self.deep_output.build((None, self.units + memory_dim + embedding_dim))
+
+    def call(
+        self,
+        target_embeddings,
+        memory,
+        initial_state=None,
+        target_embeddings_mask=None,
+        memory_mask=None,
+        attention_override=None,
+        training=None,
+    ):
+        self._check_inputs(
+            target_embeddings.shape,
+            memory.shape,
+            initial_state,
+            (target_embeddings_mask, memory_mask),
+        )
+        dtype = self.compute_dtype
+        target_embeddings = ops.cast(target_embeddings, dtype)
+        memory = ops.cast(memory, dtype)
+        batch = ops.shape(memory)[0]
+        steps = ops.shape(target_embeddings)[1]
+        t_enc = ops.shape(memory)[1]
+        state = self._initial_state_tuple(initial_state, batch)
+        processed_keys = self.attention.precompute_keys(memory)  # once per batch
+        x_projected = self._cell_input_projection(target_embeddings)  # (B, T, G·u)
+        if target_embeddings_mask is None:
+            step_mask = ops.ones((batch, steps), dtype="bool")
+        else:
+            step_mask = ops.cast(target_embeddings_mask, "bool")
+        fixed = None if isinstance(attention_override, str) else attention_override
+        xs = {
+            "x": ops.transpose(x_projected, (1, 0, 2)),  # (T, B, G·u)
+            "mask": ops.transpose(step_mask, (1, 0)),  # (T, B)
+        }
+        if fixed is not None:
+            xs["override"] = ops.transpose(ops.cast(fixed, dtype), (1, 0, 2))
+        mode = attention_override if isinstance(attention_override, str) else None
+
+        def step(carry, inputs):
+            prev = carry["state"]
+            override = inputs["override"] if fixed is not None else mode
+            context, weights = self._attend(
+                prev[0], memory, processed_keys, memory_mask, override, training
+            )  # query = s_{t-1}
+            x = inputs["x"] + self._cell_extra_projection(context)
+            new = self._cell_update(x, prev)
+            keep = inputs["mask"][:, None]  # (B, 1)
+            new = tuple(ops.where(keep, n, p) for n, p in zip(new, prev, strict=True))
+            zero = ops.zeros_like
+            context = ops.where(keep, context, zero(context))
+            weights = ops.where(keep, weights, zero(weights))
+            # `scan` stacks outputs of the carry's structure: the
+            # step's outputs travel in the carry.
+            carry = {"state": new, "context": context, "weights": weights}
+            return carry, carry
+
+        init = {
+            "state": state,
+            "context": ops.zeros((batch, self.memory_dim), dtype=dtype),
+            "weights": ops.zeros((batch, t_enc), dtype=dtype),
+        }
+        last, stacked = scan(step, init, xs)
+        states = ops.transpose(stacked["state"][0], (1, 0, 2))  # (B, T, units)
+        contexts = ops.transpose(stacked["context"], (1, 0, 2))  # (B, T, d_h)
+        weights = ops.transpose(stacked["weights"], (1, 0, 2))  # (B, T, T_enc)
+        outputs = self.deep_output(
+            ops.concatenate([states, contexts, target_embeddings], axis=-1)
+        )  # (B, T, output_units)
+        keep = ops.cast(step_mask, outputs.dtype)[:, :, None]
+        outputs = outputs * keep
+        return outputs, weights, self._state_output(last["state"])
+
+    def step(self, target_embedding, decode_state, attention_override=None):
+        """One decoder step, with the weights of `call`.
+
+        Args:
+            target_embedding: (batch, d_emb), the embedding of the previous
+                output token.
+            decode_state: from `get_decode_state` or the previous `step`.
+            attention_override: None, "uniform", "permute" or fixed weights
+                (batch, T_enc).
+
+        Returns:
+            `(output, weights, decode_state)`: output (batch, output_units),
+            weights (batch, T_enc), the next state.
+        """
+        prev = self._decode_state_tuple(decode_state)
+        memory = decode_state["memory"]
+        mask = ops.cast(decode_state["memory_mask"], "bool")
+        context, weights = self._attend(
+            prev[0],
+            memory,
+            decode_state["processed_keys"],
+            mask,
+            attention_override,
+            False,
+        )
+        embedding = ops.cast(target_embedding, self.compute_dtype)
+        x = self._cell_input_projection(embedding)
+        x = x + self._cell_extra_projection(context)
+        new = self._cell_update(x, prev)
+        output = self.deep_output(ops.concatenate([new[0], context, embedding], -1))
+        return output, weights, self._with_state(decode_state, new)
+
+    def compute_output_spec(
+        self,
+        target_embeddings,
+        memory,
+        initial_state=None,
+        target_embeddings_mask=None,
+        memory_mask=None,
+        attention_override=None,
+        training=None,
+    ):
+        self._check_inputs(
+            target_embeddings.shape,
+            memory.shape,
+            initial_state,
+            (target_embeddings_mask, memory_mask),
+        )
+        batch, steps = target_embeddings.shape[:2]
+        dtype = self.compute_dtype
+        outputs = keras.KerasTensor(
+            (batch, steps, self.output_units or self.units), dtype=dtype
+        )
+        weights = keras.KerasTensor((batch, steps, memory.shape[1]), dtype=dtype)
+        state = [
+            keras.KerasTensor((batch, self.units), dtype=dtype)
+            for _ in range(self.state_size)
+        ]
+        return outputs, weights, state[0] if self.cell_type == "gru" else state
+
+    def compute_mask(self, target_embeddings, previous_mask):
+        return None if previous_mask is None else [previous_mask, None, None]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"output_units": self.output_units})
+        return config

@@ -1,0 +1,376 @@
+"""`BaseDecoder`: a recurrent decoder with an attention layer in its loop.
+
+Keras 3's `RNN` cannot give a cell the encoder outputs (it has no `constants`),
+so the decoders run their own loop over time with `keras.ops.scan`: a compiled
+`while` loop when traced, also under `jit_compile=True`. The cell is a Keras
+`GRUCell` or `LSTMCell` (its weights, its initializers, its serialization); its
+update is written out here so that the projection of the target embeddings,
+which do not depend on the recurrence, is computed once for all steps instead
+of once per step.
+"""
+
+import keras
+from keras import ops
+
+from keras_attention.base_attention import BaseAttention
+from keras_attention.masking import shape_str
+
+_CELL_TYPES = ("gru", "lstm")
+_OVERRIDES = ("uniform", "permute")
+
+
+def _shape_error(name, expected, shape, why=""):
+    why = f" {why}" if why else ""
+    return ValueError(
+        f"Invalid value for argument `{name}`. Expected shape {expected}.{why} "
+        f"Received: {name}.shape={shape_str(shape)}"
+    )
+
+
+def _same(a, b):
+    return a is None or b is None or a == b
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class BaseDecoder(keras.layers.Layer):
+    """Shared machinery of `BahdanauDecoder` and `LuongDecoder`.
+
+    Args:
+        units: size of the recurrent state.
+        attention: a `BahdanauAttention` or `LuongAttention` layer (or its
+            serialized config).
+        cell_type: "gru" or "lstm".
+        seed: seed of the random permutation used by
+            `attention_override="permute"`.
+        **kwargs: base layer arguments.
+    """
+
+    def __init__(self, units, attention, cell_type="gru", seed=None, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(units, int) or units < 1:
+            raise ValueError(
+                "Invalid value for argument `units`. Expected a positive integer. "
+                f"Received: units={units!r}"
+            )
+        if cell_type not in _CELL_TYPES:
+            raise ValueError(
+                "Invalid value for argument `cell_type`. Expected one of "
+                f"{_CELL_TYPES}. Received: cell_type={cell_type!r}"
+            )
+        if isinstance(attention, dict):
+            attention = keras.saving.deserialize_keras_object(attention)
+        if not isinstance(attention, BaseAttention):
+            raise ValueError(
+                "Invalid value for argument `attention`. Expected a layer of "
+                "keras_attention (BahdanauAttention or LuongAttention). "
+                f"Received: attention={attention!r}"
+            )
+        self.units = units
+        self.cell_type = cell_type
+        self.seed = seed
+        self.attention = attention
+        if cell_type == "gru":
+            self.cell = keras.layers.GRUCell(units, reset_after=True, name="cell")
+        else:
+            self.cell = keras.layers.LSTMCell(units, name="cell")
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.supports_masking = True
+        self.embedding_dim = None
+        self.memory_dim = None
+
+    # ------------------------------------------------------------ the cell
+
+    @property
+    def state_size(self):
+        return 1 if self.cell_type == "gru" else 2
+
+    def _cell_input_projection(self, inputs):
+        """The part of the cell's input transform that depends on `inputs` only.
+
+        inputs: (..., embedding_dim) → (..., gates·units), input bias included.
+        """
+        dtype = self.compute_dtype
+        kernel = ops.cast(self.cell.kernel, dtype)[: self.embedding_dim]
+        projected = ops.matmul(ops.cast(inputs, dtype), kernel)
+        if self.cell_type == "gru":
+            bias = self.cell.bias[0]  # reset_after: (input bias, recurrent bias)
+        else:
+            bias = self.cell.bias
+        return projected + ops.cast(bias, dtype)
+
+    def _cell_extra_projection(self, extra):
+        """The cell's input transform of the extra input (context or h̃)."""
+        dtype = self.compute_dtype
+        kernel = ops.cast(self.cell.kernel, dtype)[self.embedding_dim :]
+        return ops.matmul(extra, kernel)
+
+    def _cell_update(self, x_projected, state):
+        """One step of the Keras cell, given its projected input.
+
+        x_projected: (B, gates·units) = [inputs; extra] @ kernel + input bias.
+        state: tuple (h,) for GRU, (h, c) for LSTM, each (B, units).
+        """
+        dtype = self.compute_dtype
+        u = self.units
+        h_prev = state[0]
+        recurrent = ops.matmul(h_prev, ops.cast(self.cell.recurrent_kernel, dtype))
+        if self.cell_type == "gru":
+            recurrent = recurrent + ops.cast(self.cell.bias[1], dtype)
+            z = ops.sigmoid(x_projected[:, :u] + recurrent[:, :u])
+            r = ops.sigmoid(x_projected[:, u : 2 * u] + recurrent[:, u : 2 * u])
+            candidate = ops.tanh(x_projected[:, 2 * u :] + r * recurrent[:, 2 * u :])
+            h = z * h_prev + (1.0 - z) * candidate
+            return (h,)
+        gates = x_projected + recurrent  # (B, 4u): input, forget, cell, output
+        i = ops.sigmoid(gates[:, :u])
+        f = ops.sigmoid(gates[:, u : 2 * u])
+        c = f * state[1] + i * ops.tanh(gates[:, 2 * u : 3 * u])
+        o = ops.sigmoid(gates[:, 3 * u :])
+        h = o * ops.tanh(c)
+        return (h, c)
+
+    # ---------------------------------------------------------- attention
+
+    def _override_weights(self, weights, memory_mask, override):
+        """Replaces the attention weights (B, [T,] T_v) at decode time.
+
+        "uniform": equal weight on every unmasked key. "permute": the weights
+        the model computed, shuffled among the unmasked keys. A tensor: fixed
+        weights of the shape of `weights`.
+        """
+        if override is None:
+            return weights
+        dtype = weights.dtype
+        if memory_mask is None:
+            mask = ops.ones_like(weights, dtype="bool")
+        else:
+            mask = ops.cast(memory_mask, "bool")
+            if len(weights.shape) == 3:
+                mask = ops.broadcast_to(mask[:, None, :], ops.shape(weights))
+        if isinstance(override, str):
+            if override == "uniform":
+                keep = ops.cast(mask, dtype)
+                count = ops.maximum(ops.sum(keep, axis=-1, keepdims=True), 1.0)
+                return keep / count
+            # "permute": a random order of the unmasked keys. Masked keys sort
+            # last, in their own order, so they map onto themselves.
+            length = ops.shape(weights)[-1]
+            positions = ops.cast(ops.arange(length), "float32")
+            noise = keras.random.uniform(
+                ops.shape(weights), seed=self.seed_generator, dtype="float32"
+            )
+            # Masked keys sort after every unmasked one, in their own order.
+            big = ops.cast(length, "float32") + 2.0 + positions
+            shuffled = ops.argsort(ops.where(mask, noise, big), axis=-1)
+            ordered = ops.argsort(ops.where(mask, positions, big), axis=-1)
+            gathered = ops.take_along_axis(weights, shuffled, axis=-1)
+            inverse = ops.argsort(ordered, axis=-1)
+            return ops.take_along_axis(gathered, inverse, axis=-1)
+        override = ops.cast(override, dtype)
+        if tuple(override.shape)[1:] != tuple(weights.shape)[1:]:
+            raise _shape_error(
+                "attention_override",
+                f"{shape_str(weights.shape)} like the attention weights",
+                override.shape,
+            )
+        return override
+
+    def _attend(self, query, memory, processed_keys, memory_mask, override, training):
+        context, weights = self.attention.attend(
+            query, memory, processed_keys, value_mask=memory_mask, training=training
+        )
+        if len(weights.shape) > len(query.shape):
+            # Several heads: report the head average, the alignment a plot shows.
+            weights = ops.mean(weights, axis=1)
+        if override is not None:
+            if self.attention.num_heads != 1:
+                raise ValueError(
+                    "Invalid value for argument `attention_override`. Overriding "
+                    "the weights needs a single-head attention layer. Received: "
+                    f"num_heads={self.attention.num_heads}"
+                )
+            weights = self._override_weights(weights, memory_mask, override)
+            if len(weights.shape) == 2:
+                context = ops.einsum("bv,bvd->bd", weights, memory)
+            else:
+                context = ops.einsum("bqv,bvd->bqd", weights, memory)
+        return context, weights
+
+    # -------------------------------------------------------------- checks
+
+    def _check_inputs(self, target_shape, memory_shape, initial_state, masks):
+        target_shape = tuple(target_shape)
+        memory_shape = tuple(memory_shape)
+        if len(target_shape) != 3:
+            raise _shape_error(
+                "target_embeddings", "(batch, T_dec, d_emb)", target_shape
+            )
+        if len(memory_shape) != 3:
+            raise _shape_error("memory", "(batch, T_enc, d_h)", memory_shape)
+        if not _same(target_shape[0], memory_shape[0]):
+            raise _shape_error(
+                "memory",
+                f"(batch, T_enc, d_h) with batch={target_shape[0]} as in "
+                "`target_embeddings`",
+                memory_shape,
+                "The batch sizes of the target embeddings and the memory differ.",
+            )
+        if self.embedding_dim is not None:
+            if not _same(target_shape[-1], self.embedding_dim):
+                raise _shape_error(
+                    "target_embeddings",
+                    f"(batch, T_dec, d_emb={self.embedding_dim}), the size the "
+                    "decoder was built with",
+                    target_shape,
+                )
+            if not _same(memory_shape[-1], self.memory_dim):
+                raise _shape_error(
+                    "memory",
+                    f"(batch, T_enc, d_h={self.memory_dim}), the size the "
+                    "decoder was built with",
+                    memory_shape,
+                )
+        if initial_state is not None:
+            states = self._as_state_tuple(initial_state)
+            for state in states:
+                shape = tuple(state.shape)
+                if len(shape) != 2 or not _same(shape[0], target_shape[0]):
+                    raise _shape_error(
+                        "initial_state",
+                        f"(batch, units)=({target_shape[0]}, {self.units})",
+                        shape,
+                    )
+                if shape[1] != self.units:
+                    raise _shape_error(
+                        "initial_state",
+                        f"(batch, units)=({target_shape[0]}, {self.units})",
+                        shape,
+                        f"The cell has units={self.units}.",
+                    )
+        target_mask, memory_mask = masks
+        for name, mask, expected in (
+            ("target_embeddings_mask", target_mask, target_shape[:2]),
+            ("memory_mask", memory_mask, memory_shape[:2]),
+        ):
+            if mask is None:
+                continue
+            shape = tuple(mask.shape)
+            if len(shape) != 2 or not all(
+                _same(a, b) for a, b in zip(shape, expected, strict=True)
+            ):
+                symbols = (
+                    "(batch, T_dec)"
+                    if name.startswith("target")
+                    else ("(batch, T_enc)")
+                )
+                raise _shape_error(name, f"{symbols}={shape_str(expected)}", shape)
+
+    def _as_state_tuple(self, state):
+        if isinstance(state, (list, tuple)):
+            states = tuple(state)
+        else:
+            states = (state,)
+        if len(states) != self.state_size:
+            raise ValueError(
+                "Invalid value for argument `initial_state`. Expected "
+                f"{self.state_size} tensor(s) of shape (batch, units) for a "
+                f"{self.cell_type.upper()} cell. Received: {len(states)} tensor(s)"
+            )
+        return states
+
+    def _initial_state_tuple(self, initial_state, batch):
+        dtype = self.compute_dtype
+        if initial_state is None:
+            zeros = ops.zeros((batch, self.units), dtype=dtype)
+            return tuple(zeros for _ in range(self.state_size))
+        return tuple(ops.cast(s, dtype) for s in self._as_state_tuple(initial_state))
+
+    def _state_output(self, state):
+        return state[0] if self.cell_type == "gru" else list(state)
+
+    # -------------------------------------------------------------- build
+
+    def build(self, target_embeddings_shape, memory_shape):
+        self._check_inputs(target_embeddings_shape, memory_shape, None, (None, None))
+        for name, shape in (
+            ("target_embeddings", target_embeddings_shape),
+            ("memory", memory_shape),
+        ):
+            if shape[-1] is None:
+                raise _shape_error(name, "with a known last dimension", shape)
+        self.embedding_dim = int(target_embeddings_shape[-1])
+        self.memory_dim = int(memory_shape[-1])
+        self.build_decoder(self.embedding_dim, self.memory_dim)
+        self.built = True
+
+    def build_decoder(self, embedding_dim, memory_dim):
+        raise NotImplementedError
+
+    # ---------------------------------------------------------- inference
+
+    def get_decode_state(self, memory, initial_state=None, memory_mask=None):
+        """The state a step-by-step decoder starts from.
+
+        The memory is projected here, once per source sentence.
+
+        Args:
+            memory: (batch, T_enc, d_h) encoder outputs.
+            initial_state: optional (batch, units) (GRU) or [h, c] (LSTM).
+            memory_mask: optional bool (batch, T_enc).
+
+        Returns:
+            A dict of tensors, each with the batch as first axis, for `step`.
+        """
+        memory = ops.cast(memory, self.compute_dtype)
+        batch = ops.shape(memory)[0]
+        if initial_state is not None:
+            self._check_inputs(
+                (memory.shape[0], None, self.embedding_dim),
+                memory.shape,
+                initial_state,
+                (None, memory_mask),
+            )
+        state = self._initial_state_tuple(initial_state, batch)
+        if memory_mask is None:
+            memory_mask = ops.ones(ops.shape(memory)[:2], dtype="bool")
+        decode_state = {
+            "memory": memory,
+            "processed_keys": self.attention.precompute_keys(memory),
+            # A float mask: every entry of the state can be tiled and gathered
+            # alike by a beam search.
+            "memory_mask": ops.cast(memory_mask, self.compute_dtype),
+            "h": state[0],
+        }
+        if self.cell_type == "lstm":
+            decode_state["c"] = state[1]
+        return decode_state
+
+    def _decode_state_tuple(self, decode_state):
+        if self.cell_type == "gru":
+            return (decode_state["h"],)
+        return (decode_state["h"], decode_state["c"])
+
+    def _with_state(self, decode_state, state):
+        new = dict(decode_state)
+        new["h"] = state[0]
+        if self.cell_type == "lstm":
+            new["c"] = state[1]
+        return new
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "units": self.units,
+                "attention": keras.saving.serialize_keras_object(self.attention),
+                "cell_type": self.cell_type,
+                "seed": self.seed,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["attention"] = keras.saving.deserialize_keras_object(config["attention"])
+        return cls(**config)
