@@ -1,0 +1,31 @@
+"""English-French Multi30k translation toolkit: data, tokenizer, input pipeline."""
+
+from keras_attention.translation.data import ENV_VAR
+from keras_attention.translation.data import SPLIT_SIZES
+from keras_attention.translation.data import SPLITS
+from keras_attention.translation.data import ParallelSplit
+from keras_attention.translation.data import ReadStats
+from keras_attention.translation.data import load_multi30k
+from keras_attention.translation.data import multi30k_paths
+from keras_attention.translation.data import read_parallel
+from keras_attention.translation.pipeline import make_dataset
+from keras_attention.translation.tokenizer import RESERVED_TOKENS
+from keras_attention.translation.tokenizer import SubwordTokenizer
+from keras_attention.translation.tokenizer import normalize_text
+from keras_attention.translation.tokenizer import postprocess
+
+__all__ = [
+    "ENV_VAR",
+    "RESERVED_TOKENS",
+    "SPLITS",
+    "SPLIT_SIZES",
+    "ParallelSplit",
+    "ReadStats",
+    "SubwordTokenizer",
+    "load_multi30k",
+    "make_dataset",
+    "multi30k_paths",
+    "normalize_text",
+    "postprocess",
+    "read_parallel",
+]

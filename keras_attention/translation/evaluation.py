@@ -1,0 +1,250 @@
+"""Decoding a corpus and scoring it: sacreBLEU, chrF, tokenized BLEU, plots.
+
+Scores:
+
+- `bleu`: sacreBLEU on cased, detokenized text against the raw references
+  (the number to report today, with its signature).
+- `chrf`: sacreBLEU's chrF.
+- `bleu_lc_tok`: BLEU on lowercased, Moses-tokenized hypotheses and references
+  (`tokenize="none"`, like multi-bleu.perl), the scoring of the WMT17
+  multimodal task papers, to compare with their published numbers.
+"""
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from keras_attention.translation.tokenizer import postprocess
+
+# Source-length buckets (English words) of the BLEU-by-length plot.
+LENGTH_BUCKETS = ((1, 8), (9, 11), (12, 14), (15, 18), (19, 24), (25, 80))
+
+
+def _sacrebleu():
+    try:
+        import sacrebleu
+    except ImportError as error:
+        raise ImportError(
+            "Scoring needs sacrebleu: `pip install keras-attention[examples]`."
+        ) from error
+    return sacrebleu
+
+
+def _moses_tokenizer(lang):
+    try:
+        from sacremoses import MosesTokenizer
+    except ImportError as error:
+        raise ImportError(
+            "Tokenized BLEU needs sacremoses: `pip install keras-attention[examples]`."
+        ) from error
+    return MosesTokenizer(lang=lang)
+
+
+def decode_corpus(
+    translator,
+    sentences,
+    method="greedy",
+    batch_size=64,
+    beam_width=4,
+    length_penalty=0.6,
+    attention_override=None,
+    progress=True,
+):
+    """Translates `sentences` in length-sorted batches, inside the graph.
+
+    Args:
+        translator: a `Translator`.
+        sentences: list of source str.
+        method: "greedy" or "beam".
+        batch_size: sentences per batch.
+        beam_width, length_penalty: beam search only.
+        attention_override: greedy only; None, "uniform" or "permute".
+        progress: show a Keras progress bar.
+
+    Returns:
+        A dict: `text` (list of str, the tokenizer's lowercased, space-split
+        output), `tokens` (list of int lists, END excluded), `attention` (list
+        of (len(tokens), S) arrays), `source_tokens` (list of int lists).
+    """
+    import keras
+
+    if method not in ("greedy", "beam"):
+        raise ValueError(
+            "Invalid value for argument `method`. Expected 'greedy' or 'beam'. "
+            f"Received: method={method!r}"
+        )
+    signature = [tf.TensorSpec((None, None), tf.int32)]
+    if method == "greedy":
+        search = tf.function(
+            lambda ids: translator.greedy(ids, attention_override=attention_override),
+            input_signature=signature,
+        )
+    else:
+        search = tf.function(
+            lambda ids: translator.beam(
+                ids, beam_width=beam_width, length_penalty=length_penalty
+            ),
+            input_signature=signature,
+        )
+    source = translator.source_tokenizer.tokenize(tf.constant(list(sentences)))
+    lengths = source.row_lengths().numpy()
+    order = np.argsort(lengths, kind="stable")  # similar lengths share a batch
+    results = [None] * len(sentences)
+    bar = (
+        keras.utils.Progbar(len(sentences), unit_name="sentence") if progress else None
+    )
+    end_id = translator.target_tokenizer.end_id
+    for begin in range(0, len(sentences), batch_size):
+        index = order[begin : begin + batch_size]
+        ids = tf.cast(tf.gather(source, index).to_tensor(), tf.int32)
+        out = search(ids)
+        tokens = out["tokens"].numpy()
+        attention = out["attention"].numpy()
+        text = translator.detokenize(tokens)
+        for row, i in enumerate(index):
+            seq = tokens[row].tolist()
+            n = seq.index(end_id) if end_id in seq else len(seq)
+            n_src = int(lengths[i])
+            results[i] = (
+                text[row],
+                seq[:n],
+                attention[row, :n, :n_src],
+                source[i].numpy().tolist(),
+            )
+        if bar is not None:
+            bar.add(len(index))
+    return {
+        "text": [r[0] for r in results],
+        "tokens": [r[1] for r in results],
+        "attention": [r[2] for r in results],
+        "source_tokens": [r[3] for r in results],
+    }
+
+
+def detokenize_output(text, lang="fr"):
+    """The tokenizer's lowercased, space-split output → ordinary cased text."""
+    return [postprocess(t, lang, capitalize=True) for t in text]
+
+
+def moses_lowercase(sentences, lang="fr"):
+    """Lowercased, Moses-tokenized text (the WMT17 multimodal scoring)."""
+    tokenizer = _moses_tokenizer(lang)
+    return [
+        tokenizer.tokenize(s.lower(), return_str=True, escape=False) for s in sentences
+    ]
+
+
+def score(hypotheses, references, lang="fr"):
+    """BLEU (cased, detokenized), chrF and lowercased tokenized BLEU.
+
+    Args:
+        hypotheses: detokenized hypotheses (see `detokenize_output`).
+        references: raw references, one per hypothesis.
+
+    Returns:
+        dict with `bleu`, `bleu_signature`, `chrf`, `chrf_signature`,
+        `bleu_lc_tok`.
+    """
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            f"Expected one hypothesis per reference. Received {len(hypotheses)} "
+            f"hypotheses and {len(references)} references."
+        )
+    sacrebleu = _sacrebleu()
+    bleu = sacrebleu.metrics.BLEU()
+    chrf = sacrebleu.metrics.CHRF()
+    bleu_score = bleu.corpus_score(hypotheses, [references])
+    chrf_score = chrf.corpus_score(hypotheses, [references])
+    tok = sacrebleu.metrics.BLEU(tokenize="none", force=True)
+    lc_tok = tok.corpus_score(
+        moses_lowercase(hypotheses, lang), [moses_lowercase(references, lang)]
+    )
+    return {
+        "bleu": round(bleu_score.score, 2),
+        "bleu_signature": str(bleu.get_signature()),
+        "chrf": round(chrf_score.score, 2),
+        "chrf_signature": str(chrf.get_signature()),
+        "bleu_lc_tok": round(lc_tok.score, 2),
+    }
+
+
+def bleu_by_length(hypotheses, references, sources, buckets=LENGTH_BUCKETS):
+    """Lowercased tokenized BLEU per source-length bucket (English words).
+
+    Returns a list of `(low, high, n_sentences, bleu)`; a bucket without
+    sentences gets `nan`.
+    """
+    sacrebleu = _sacrebleu()
+    hyp = moses_lowercase(hypotheses)
+    ref = moses_lowercase(references)
+    lengths = [len(s.split()) for s in sources]
+    rows = []
+    for low, high in buckets:
+        idx = [i for i, n in enumerate(lengths) if low <= n <= high]
+        if not idx:
+            rows.append((low, high, 0, math.nan))
+            continue
+        metric = sacrebleu.metrics.BLEU(tokenize="none", force=True)
+        value = metric.corpus_score([hyp[i] for i in idx], [[ref[i] for i in idx]])
+        rows.append((low, high, len(idx), round(value.score, 2)))
+    return rows
+
+
+def total_variation(p, q, mask=None):
+    """Mean total variation distance ½·Σ|p − q| between distributions.
+
+    p, q: (..., V) probabilities; mask: optional (...) bool of the rows to
+    average over.
+    """
+    p = np.asarray(p, np.float64)
+    q = np.asarray(q, np.float64)
+    tvd = 0.5 * np.abs(p - q).sum(-1)
+    if mask is None:
+        return float(tvd.mean())
+    mask = np.asarray(mask, bool)
+    return float(tvd[mask].mean()) if mask.any() else math.nan
+
+
+def plot_bleu_by_length(curves, path, title="BLEU by source length"):
+    """One line per model: `curves` maps a name to `bleu_by_length` rows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, rows in curves.items():
+        labels = [f"{lo}-{hi}" for lo, hi, _, _ in rows]
+        ax.plot(labels, [b for _, _, _, b in rows], marker="o", label=name)
+    ax.set_xlabel("source length (English words)")
+    ax.set_ylabel("BLEU (lowercased, tokenized)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_attention(weights, source_tokens, target_tokens, path, title=None):
+    """A heatmap of one sentence's attention: rows output tokens, columns source."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    weights = np.asarray(weights)
+    fig, ax = plt.subplots(
+        figsize=(1.2 + 0.35 * len(source_tokens), 1.2 + 0.35 * len(target_tokens))
+    )
+    ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(len(source_tokens)), source_tokens, rotation=90)
+    ax.set_yticks(range(len(target_tokens)), target_tokens)
+    ax.set_xlabel("source subwords")
+    ax.set_ylabel("output subwords")
+    if title:
+        ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,120 @@
+"""The English-French translator: a functional-API encoder-decoder.
+
+    source_ids (B, S) ─ Embedding ─ Dropout ─ BiGRU ─► memory (B, S, units)
+                                              └─ final states ─ Dense(tanh) ─► s_0
+    decoder_input_ids (B, T) ─ Embedding ─ Dropout ─┐
+         memory, s_0, source mask (automatic) ─► Decoder ─ Dropout ─ Dense ─► logits
+
+The decoder is `BahdanauDecoder` or `LuongDecoder` with the attention the
+configuration names, or a plain Keras GRU for the no-attention baseline (it
+starts from s_0, the whole source squeezed into one vector).
+"""
+
+import keras
+
+from keras_attention.bahdanau_attention import BahdanauAttention
+from keras_attention.bahdanau_decoder import BahdanauDecoder
+from keras_attention.luong_attention import LuongAttention
+from keras_attention.luong_decoder import LuongDecoder
+
+ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat", "none")
+
+# Layer names the inference code looks up in a trained (or reloaded) model.
+SOURCE_EMBEDDING = "source_embedding"
+ENCODER = "encoder"
+BRIDGE = "bridge"
+TARGET_EMBEDDING = "target_embedding"
+DECODER = "decoder"
+LOGITS = "logits"
+
+
+def make_decoder(attention, units, cell_type="gru", input_feeding=True, seed=None):
+    """The decoder layer for an attention name of `ATTENTIONS` (not "none")."""
+    if attention == "bahdanau":
+        layer = BahdanauAttention(units, name="attention")
+        return BahdanauDecoder(
+            units, layer, cell_type=cell_type, seed=seed, name=DECODER
+        )
+    if attention.startswith("luong-"):
+        layer = LuongAttention(score_mode=attention[len("luong-") :], name="attention")
+        return LuongDecoder(
+            units,
+            layer,
+            cell_type=cell_type,
+            input_feeding=input_feeding,
+            seed=seed,
+            name=DECODER,
+        )
+    raise ValueError(
+        f"Invalid value for argument `attention`. Expected one of {ATTENTIONS}. "
+        f"Received: attention={attention!r}"
+    )
+
+
+def build_translator(
+    source_vocab_size,
+    target_vocab_size,
+    attention="bahdanau",
+    embedding_dim=128,
+    units=256,
+    dropout=0.3,
+    input_feeding=True,
+    seed=None,
+):
+    """Builds the training model: `(source_ids, decoder_input_ids) → logits`.
+
+    Args:
+        source_vocab_size: size of the source vocabulary (id 0 is padding).
+        target_vocab_size: size of the target vocabulary (id 0 is padding).
+        attention: one of `ATTENTIONS`.
+        embedding_dim: size of both embeddings.
+        units: decoder state size; the bidirectional encoder has units / 2 per
+            direction, so the memory has `units` features (which
+            "luong-dot" needs: d_q == d_k).
+        dropout: dropout on the embeddings and on the decoder outputs.
+        input_feeding: Luong decoders only.
+        seed: seed of the dropout layers.
+
+    Returns:
+        An uncompiled `keras.Model` with inputs `source_ids`, `decoder_input_ids`
+        (int32, 0-padded) and output logits (batch, T, target_vocab_size).
+    """
+    if attention not in ATTENTIONS:
+        raise ValueError(
+            f"Invalid value for argument `attention`. Expected one of {ATTENTIONS}. "
+            f"Received: attention={attention!r}"
+        )
+    if units % 2:
+        raise ValueError(
+            "Invalid value for argument `units`. Expected an even number (the "
+            f"encoder has units / 2 per direction). Received: units={units}"
+        )
+    source = keras.Input((None,), dtype="int32", name="source_ids")
+    decoder_input = keras.Input((None,), dtype="int32", name="decoder_input_ids")
+
+    x = keras.layers.Embedding(
+        source_vocab_size, embedding_dim, mask_zero=True, name=SOURCE_EMBEDDING
+    )(source)  # (B, S, E), mask (B, S)
+    x = keras.layers.Dropout(dropout, seed=seed, name="source_dropout")(x)
+    memory, forward, backward = keras.layers.Bidirectional(
+        keras.layers.GRU(units // 2, return_sequences=True, return_state=True),
+        name=ENCODER,
+    )(x)  # (B, S, units), (B, units / 2) × 2
+    initial_state = keras.layers.Dense(units, activation="tanh", name=BRIDGE)(
+        keras.layers.Concatenate(name="encoder_state")([forward, backward])
+    )  # s_0: (B, units)
+
+    y = keras.layers.Embedding(
+        target_vocab_size, embedding_dim, mask_zero=True, name=TARGET_EMBEDDING
+    )(decoder_input)  # (B, T, E)
+    y = keras.layers.Dropout(dropout, seed=seed, name="target_dropout")(y)
+    if attention == "none":
+        outputs = keras.layers.GRU(units, return_sequences=True, name=DECODER)(
+            y, initial_state=initial_state
+        )  # (B, T, units)
+    else:
+        decoder = make_decoder(attention, units, input_feeding=input_feeding, seed=seed)
+        outputs, _, _ = decoder(y, memory, initial_state=initial_state)
+    outputs = keras.layers.Dropout(dropout, seed=seed, name="output_dropout")(outputs)
+    logits = keras.layers.Dense(target_vocab_size, name=LOGITS)(outputs)
+    return keras.Model([source, decoder_input], logits, name=f"translator_{attention}")
