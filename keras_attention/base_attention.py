@@ -82,17 +82,16 @@ class BaseAttention(keras.layers.Layer):
         self.key_dim = int(key_shape[-1])
         self.value_dim = int(value_shape[-1])
         if self.num_heads > 1:
-            for name, dim in (
-                ("query", self.query_dim),
-                ("key", self.key_dim),
-                ("value", self.value_dim),
+            for name, shape, expected, symbol in (
+                ("query", query_shape, "(batch, T_q, d_q) or (batch, d_q)", "d_q"),
+                ("key", key_shape, "(batch, T_v, d_k)", "d_k"),
+                ("value", value_shape, "(batch, T_v, d_v)", "d_v"),
             ):
-                if dim % self.num_heads:
-                    raise ValueError(
-                        f"Invalid value for argument `{name}`. With "
-                        f"num_heads={self.num_heads} its last dimension must be "
-                        f"a multiple of {self.num_heads}. Received: "
-                        f"{name}.shape[-1]={dim}"
+                if int(shape[-1]) % self.num_heads:
+                    raise _arg_error(
+                        name,
+                        f"{expected} with {symbol} a multiple of num_heads={self.num_heads}",
+                        shape,
                     )
         self.build_score(self.query_dim, self.key_dim)
         self.weights_dropout.build(None)

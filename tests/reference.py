@@ -1,0 +1,269 @@
+"""Float64 NumPy oracles of every formula, and the layer variants they cover.
+
+The oracles are written from the formulas of the docs, one batch element at a time
+with explicit loops over query and key positions, and share no code with
+`keras_attention`. Weights are read from a built layer (`layer.query_kernel` ...).
+
+Formulas (q a query, k_j a key, v_j a value; weight names as in the layers):
+
+    Bahdanau            e_j = v_aᵀ tanh(W_a q + U_a k_j)
+                        W_aᵀ = query_kernel (d_q, units),
+                        U_aᵀ = key_kernel (d_k, units), v_a = score_vector (units,)
+    Bahdanau normalize  e_j = (g v_a / ‖v_a‖)ᵀ tanh(W_a q + U_a k_j + b)
+                        g = score_scale (), b = score_bias (units,)
+    Luong dot           e_j = qᵀ k_j
+    Luong general       e_j = qᵀ W k_j, W = kernel[h] (d_q/H, d_k/H) for head h
+    Luong concat        e_j = v_aᵀ tanh(W_q q + W_k k_j)
+    Luong use_scale     e_j ← scale · e_j
+    weights             a_j = exp(e_j) / Σ_{unmasked i} exp(e_i); 0 where masked;
+                        all 0 when every key is masked
+    context             c = Σ_j a_j v_j; 0 (and a = 0) for a padded query
+    heads               q, k, v split into H equal slices along features; head h
+                        attends with slice h; contexts concatenated in head order
+"""
+
+import numpy as np
+
+from keras_attention import BahdanauAttention
+from keras_attention import LuongAttention
+
+# Float32 layer against the float64 oracle: a few float32 roundings (~6e-8 each)
+# through matmul, tanh, exp and a short sum.
+RTOL = 1e-5
+ATOL = 1e-6
+
+D_Q = 4  # query features
+D_K = 6  # key features (equal to D_Q for the "dot" score)
+D_V = 8  # value features
+
+# Every layer type and option whose formula the oracle knows, by test id.
+VARIANTS = {
+    "bahdanau": (BahdanauAttention, {"units": 5}),
+    "bahdanau_normalize": (BahdanauAttention, {"units": 5, "normalize": True}),
+    "luong_dot": (LuongAttention, {"score_mode": "dot"}),
+    "luong_dot_scale": (LuongAttention, {"score_mode": "dot", "use_scale": True}),
+    "luong_general": (LuongAttention, {"score_mode": "general"}),
+    "luong_concat": (
+        LuongAttention,
+        {"score_mode": "concat", "units": 5, "use_scale": True},
+    ),
+    "luong_dot_heads": (LuongAttention, {"score_mode": "dot", "num_heads": 2}),
+    "luong_general_heads": (
+        LuongAttention,
+        {"score_mode": "general", "num_heads": 2, "use_scale": True},
+    ),
+}
+BAHDANAU_VARIANTS = [n for n, (cls, _) in VARIANTS.items() if cls is BahdanauAttention]
+LUONG_VARIANTS = [n for n, (cls, _) in VARIANTS.items() if cls is LuongAttention]
+
+
+def make_layer(variant, **overrides):
+    """A fresh, unbuilt layer of `variant`, with `overrides` added to its kwargs."""
+    cls, kwargs = VARIANTS[variant]
+    return cls(**{**kwargs, **overrides})
+
+
+def dims(variant):
+    """(d_q, d_k, d_v) for `variant`: "dot" needs d_k == d_q, the others differ."""
+    _, kwargs = VARIANTS[variant]
+    d_k = D_Q if kwargs.get("score_mode") == "dot" else D_K
+    return D_Q, d_k, D_V
+
+
+def make_inputs(variant, rng, batch=2, t_q=3, t_v=5, single_step=False):
+    """Random float32 `query`, `value`, `key` for `variant` (T_q != T_v by default)."""
+    d_q, d_k, d_v = dims(variant)
+    query_shape = (batch, d_q) if single_step else (batch, t_q, d_q)
+    return {
+        "query": rng.normal(size=query_shape).astype("float32"),
+        "value": rng.normal(size=(batch, t_v, d_v)).astype("float32"),
+        "key": rng.normal(size=(batch, t_v, d_k)).astype("float32"),
+    }
+
+
+def build(layer, inputs):
+    """Builds `layer` on `inputs` and gives every weight random values.
+
+    Random values, not the initializers, so that a bias initialized to 0 or a
+    scale initialized to 1 cannot hide a missing term.
+    """
+    layer(**inputs)
+    rng = np.random.default_rng(0)
+    for weight in layer.weights:
+        values = rng.uniform(0.3, 1.0, size=weight.shape) * rng.choice(
+            [-1.0, 1.0], size=weight.shape
+        )
+        weight.assign(values.astype(weight.dtype))
+    return layer
+
+
+# ------------------------------------------------------------------- softmax
+
+
+def masked_softmax(scores, mask=None):
+    """Softmax over the last axis; masked positions 0; a fully masked row all 0."""
+    scores = np.asarray(scores, np.float64)
+    keep_all = np.ones(scores.shape, bool) if mask is None else mask
+    keep_all = np.broadcast_to(np.asarray(keep_all, bool), scores.shape)
+    out = np.zeros(scores.shape, np.float64)
+    for index in np.ndindex(*scores.shape[:-1]):
+        keep = keep_all[index]
+        if not keep.any():
+            continue
+        row = scores[index][keep]
+        exp = np.exp(row - row.max())
+        out[index + (keep,)] = exp / exp.sum()
+    return out
+
+
+# -------------------------------------------------- scores of one batch element
+# q: (T_q, d_q), k: (T_v, d_k) → e: (T_q, T_v)
+
+
+def bahdanau_scores(q, k, query_kernel, key_kernel, score_vector, g=None, b=None):
+    v_a = np.asarray(score_vector, np.float64)
+    if g is not None:
+        v_a = g * v_a / np.sqrt(np.sum(v_a**2))
+    bias = np.zeros_like(v_a) if b is None else np.asarray(b, np.float64)
+    w_a = np.asarray(query_kernel, np.float64).T  # (units, d_q)
+    u_a = np.asarray(key_kernel, np.float64).T  # (units, d_k)
+    e = np.empty((len(q), len(k)))
+    for i in range(len(q)):
+        for j in range(len(k)):
+            e[i, j] = v_a @ np.tanh(w_a @ q[i] + u_a @ k[j] + bias)
+    return e
+
+
+def dot_scores(q, k):
+    e = np.empty((len(q), len(k)))
+    for i in range(len(q)):
+        for j in range(len(k)):
+            e[i, j] = q[i] @ k[j]
+    return e
+
+
+def general_scores(q, k, w):
+    w = np.asarray(w, np.float64)  # (d_q, d_k)
+    e = np.empty((len(q), len(k)))
+    for i in range(len(q)):
+        for j in range(len(k)):
+            e[i, j] = q[i] @ w @ k[j]
+    return e
+
+
+def concat_scores(q, k, query_kernel, key_kernel, score_vector):
+    # e_j = v_aᵀ tanh(W_a [q; k_j]) with W_a = [W_q, W_k]: the concatenation
+    # written out, so it does not lean on the Bahdanau oracle.
+    w_a = np.concatenate(
+        [np.asarray(query_kernel, np.float64), np.asarray(key_kernel, np.float64)]
+    ).T  # (units, d_q + d_k)
+    v_a = np.asarray(score_vector, np.float64)
+    e = np.empty((len(q), len(k)))
+    for i in range(len(q)):
+        for j in range(len(k)):
+            e[i, j] = v_a @ np.tanh(w_a @ np.concatenate([q[i], k[j]]))
+    return e
+
+
+def attention(scores, value, query_mask=None, value_mask=None):
+    """Weights and context of one batch element from its scores.
+
+    scores (T_q, T_v), value (T_v, d_v), query_mask (T_q,), value_mask (T_v,)
+    → context (T_q, d_v), weights (T_q, T_v).
+    """
+    mask = None if value_mask is None else np.asarray(value_mask, bool)[None, :]
+    weights = masked_softmax(scores, mask)
+    context = np.zeros((scores.shape[0], value.shape[-1]))
+    for i in range(scores.shape[0]):
+        for j in range(scores.shape[1]):
+            context[i] += weights[i, j] * value[j]
+    if query_mask is not None:
+        padded = ~np.asarray(query_mask, bool)
+        context[padded] = 0.0
+        weights[padded] = 0.0
+    return context, weights
+
+
+# ------------------------------------------------------------- a whole layer
+
+
+def head_scores(layer, q, k, head):
+    """Scores of head `head` of `layer` for one batch element (slices given)."""
+    config = layer.get_config()
+    if isinstance(layer, BahdanauAttention):
+        if config["normalize"]:
+            g = float(layer.score_scale.numpy())
+            b = layer.score_bias.numpy()
+        else:
+            g = b = None
+        return bahdanau_scores(
+            q,
+            k,
+            layer.query_kernel.numpy(),
+            layer.key_kernel.numpy(),
+            layer.score_vector.numpy(),
+            g,
+            b,
+        )
+    mode = config["score_mode"]
+    if mode == "dot":
+        e = dot_scores(q, k)
+    elif mode == "general":
+        e = general_scores(q, k, layer.kernel.numpy()[head])
+    else:
+        e = concat_scores(
+            q,
+            k,
+            layer.query_kernel.numpy(),
+            layer.key_kernel.numpy(),
+            layer.score_vector.numpy(),
+        )
+    if config["use_scale"]:
+        e = float(layer.scale.numpy()) * e
+    return e
+
+
+def layer_reference(layer, query, value, key=None, query_mask=None, value_mask=None):
+    """The float64 oracle of `layer(...)`: (context, weights) in the layer's shapes.
+
+    context (B, T_q, d_v) or (B, d_v); weights (B, T_q, T_v) or (B, T_v), with a
+    heads axis after batch when num_heads > 1.
+    """
+    query = np.asarray(query, np.float64)
+    value = np.asarray(value, np.float64)
+    key = value if key is None else np.asarray(key, np.float64)
+    single_step = query.ndim == 2
+    if single_step:
+        query = query[:, None, :]
+        if query_mask is not None:
+            query_mask = np.asarray(query_mask)[:, None]
+    heads = getattr(layer, "num_heads", 1)
+    batch, t_q, t_v = query.shape[0], query.shape[1], value.shape[1]
+    sq, sk, sv = (x.shape[-1] // heads for x in (query, key, value))
+    context = np.zeros((batch, t_q, value.shape[-1]))
+    weights = np.zeros((batch, heads, t_q, t_v))
+    for n in range(batch):
+        for h in range(heads):
+            e = head_scores(
+                layer,
+                query[n, :, h * sq : (h + 1) * sq],
+                key[n, :, h * sk : (h + 1) * sk],
+                h,
+            )
+            c, a = attention(
+                e,
+                value[n, :, h * sv : (h + 1) * sv],
+                None if query_mask is None else query_mask[n],
+                None if value_mask is None else value_mask[n],
+            )
+            context[n, :, h * sv : (h + 1) * sv] = c
+            weights[n, h] = a
+    if heads == 1:
+        weights = weights[:, 0]
+        if single_step:
+            weights = weights[:, 0]
+    elif single_step:
+        weights = weights[:, :, 0]
+    if single_step:
+        context = context[:, 0]
+    return context, weights
