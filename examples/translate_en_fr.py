@@ -230,6 +230,12 @@ def evaluate(args):
     results = {}
     for split in splits:
         data = corpus[split]
+        if args.max_sentences:
+            data = type(data)(
+                en=data.en[: args.max_sentences],
+                fr=data.fr[: args.max_sentences],
+                stats=data.stats,
+            )
         for method in args.methods.split(","):
             print(f"{split}: {method} decoding")
             start = time.time()
@@ -387,7 +393,8 @@ def explain(args):
         }
     lines = [
         f"explain: {config['attention']} attention, {args.split}, {len(en)} sentences",
-        "| attention weights | mean TVD of next-token distribution | BLEU (cased) | BLEU (lc, tok) |",
+        "| attention weights | mean TVD of next-token distribution "
+        "| BLEU (cased) | BLEU (lc, tok) |",
         "|---|---|---|---|",
     ]
     for name, row in rows.items():
@@ -439,6 +446,7 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--baseline-run-dir", help="a run with --attention none")
     p.add_argument("--heatmaps", default="0,1,2", help="sentence indices to plot")
+    p.add_argument("--max-sentences", type=int, help="score only the first N")
     p.add_argument("--out-dir", help="default: RUN_DIR/eval")
     p.set_defaults(func=evaluate)
 

@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_attention.base_attention import BaseAttention
 from keras_attention.masking import project
+from keras_attention.masking import shape_str
 
 _SCORE_MODES = ("dot", "general", "concat")
 
@@ -107,16 +108,21 @@ class LuongAttention(BaseAttention):
         self.use_scale = bool(use_scale)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
-    def build_score(self, query_dim, key_dim):
-        heads = self.num_heads
-        if self.score_mode == "dot" and query_dim != key_dim:
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        d_q, d_k = query_shape[-1], key_shape[-1]
+        if self.score_mode == "dot" and None not in (d_q, d_k) and d_q != d_k:
             raise ValueError(
                 "Invalid value for argument `key`. score_mode='dot' needs query "
-                f"and key of the same size: expected key shape (batch, T_v, "
-                f"d_k={query_dim}) for a query of d_q={query_dim}. Received: "
-                f"d_k={key_dim}. Use score_mode='general', which learns a "
-                "(d_q × d_k) matrix between them."
+                f"and key of the same size: expected shape (batch, T_v, d_k={d_q}) "
+                f"for a query with d_q={d_q}. Received: key.shape="
+                f"{shape_str(key_shape)}. Use score_mode='general', which learns "
+                "a (d_q × d_k) matrix between them."
             )
+        super().build(query_shape, value_shape, key_shape)
+
+    def build_score(self, query_dim, key_dim):
+        heads = self.num_heads
         if self.score_mode == "general":
             self.kernel = self.add_weight(
                 name="kernel",  # W, one (d_q/H × d_k/H) block per head

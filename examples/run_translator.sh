@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The main job: train the English-French translator, evaluate it, export it.
+#
+#   bash examples/run_translator.sh [DATA_DIR] [RUN_DIR]
+#
+# DATA_DIR holds the Multi30k .gz files (default ../shared/data/multi30k; when
+# it does not exist the files are downloaded into the Keras cache). About an
+# hour of training on a 2-core CPU; a killed run resumes where it stopped when
+# started again with the same RUN_DIR.
+set -euo pipefail
+DATA_DIR=${1:-../shared/data/multi30k}
+RUN_DIR=${2:-runs/bahdanau}
+export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}
+DATA=()
+if [ -d "$DATA_DIR" ]; then DATA=(--data-dir "$DATA_DIR"); fi
+
+python examples/translate_en_fr.py "${DATA[@]}" train --attention bahdanau \
+    --run-dir "$RUN_DIR" --max-minutes 55
+python examples/translate_en_fr.py "${DATA[@]}" evaluate --run-dir "$RUN_DIR"
+python examples/translate_en_fr.py "${DATA[@]}" explain --run-dir "$RUN_DIR"
+python -m keras_attention.translation.export "$RUN_DIR" "$RUN_DIR/export"
+python examples/translate_en_fr.py translate --run-dir "$RUN_DIR" \
+    "A man in a blue shirt is standing on a ladder." \
+    "Two young girls are playing in the sand."

@@ -1,0 +1,195 @@
+"""A tiny end-to-end run of examples/translate_en_fr.py: train, evaluate, translate,
+explain, resume after a kill. Trains a few hundred pairs for one epoch."""
+
+import csv
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from _data_paths import multi30k_dir
+
+from keras_attention.translation.translator import RUN_FILES
+from keras_attention.translation.translator import load_run
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "examples" / "translate_en_fr.py"
+TINY = ["--preset", "tiny", "--max-train-examples", "300", "--epochs", "1"]
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("translate_en_fr", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def script():
+    return _load_script()
+
+
+@pytest.fixture(scope="module")
+def data_dir():
+    folder = multi30k_dir()
+    if not (folder / "train.en.gz").exists():
+        pytest.fail(f"Multi30k is not in {folder} (see tests/_data_paths.py)")
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, script, data_dir):
+    root = tmp_path_factory.mktemp("runs")
+    for attention in ("bahdanau", "none"):
+        script.main(
+            ["--data-dir", data_dir, "train", "--attention", attention]
+            + TINY
+            + ["--run-dir", str(root / attention)]
+        )
+    return root
+
+
+def test_train_writes_a_complete_run_folder(runs):
+    for attention in ("bahdanau", "none"):
+        folder = runs / attention
+        assert all((folder / name).exists() for name in RUN_FILES)
+        config = json.loads((folder / "config.json").read_text())
+        assert config["attention"] == attention
+        with open(folder / "history.csv") as f:
+            rows = list(csv.DictReader(f))
+        assert [int(r["epoch"]) for r in rows] == [0]
+        assert float(rows[0]["loss"]) > 0
+
+
+def test_evaluate_scores_plots_and_heatmaps(runs, script, data_dir, tmp_path):
+    results = script.main(
+        [
+            "--data-dir",
+            data_dir,
+            "evaluate",
+            "--run-dir",
+            str(runs / "bahdanau"),
+            "--baseline-run-dir",
+            str(runs / "none"),
+            "--splits",
+            "test_2016_flickr",
+            "--max-sentences",
+            "24",
+            "--heatmaps",
+            "0,5",
+            "--out-dir",
+            str(tmp_path),
+        ]
+    )
+    for key in ("test_2016_flickr/greedy", "test_2016_flickr/beam"):
+        scores = results[key]
+        assert 0.0 <= scores["bleu"] <= 100.0
+        assert 0.0 <= scores["bleu_lc_tok"] <= 100.0
+        assert scores["bleu_signature"].startswith("nrefs:1")
+    assert "test_2016_flickr/greedy/baseline" in results
+    curves = results["test_2016_flickr/bleu_by_length"]
+    assert set(curves) == {"bahdanau attention", "no attention"}
+    assert sum(n for _, _, n, _ in curves["no attention"]) == 24
+    for name in (
+        "bleu_by_length.test_2016_flickr.png",
+        "attention.test_2016_flickr.0.png",
+        "attention.test_2016_flickr.5.png",
+        "results.json",
+    ):
+        assert (tmp_path / name).stat().st_size > 0
+    hyps = (tmp_path / "test_2016_flickr.greedy.fr").read_text().splitlines()
+    assert len(hyps) == 24
+
+
+def test_translate_gives_one_line_per_sentence(runs, script, capsys):
+    outputs = script.main(
+        [
+            "translate",
+            "--run-dir",
+            str(runs / "bahdanau"),
+            "--method",
+            "greedy",
+            "A man is riding a bike.",
+            "Two dogs play in the snow.",
+        ]
+    )
+    assert len(outputs) == 2
+    assert all(isinstance(o, str) for o in outputs)
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert printed[-2:] == outputs
+
+
+def test_explain_reports_distribution_change(runs, script, data_dir):
+    rows = script.main(
+        [
+            "--data-dir",
+            data_dir,
+            "explain",
+            "--run-dir",
+            str(runs / "bahdanau"),
+            "--max-sentences",
+            "16",
+        ]
+    )
+    assert set(rows) == {"model's attention", "uniform attention", "permute attention"}
+    assert rows["model's attention"]["tvd"] == 0.0
+    for name in ("uniform attention", "permute attention"):
+        assert 0.0 < rows[name]["tvd"] <= 1.0
+
+
+def test_incomplete_run_folder_names_missing_files(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(FileNotFoundError) as info:
+        load_run(tmp_path)
+    message = str(info.value)
+    for name in ("model.keras", "source_vocab", "target_vocab"):
+        assert name in message
+    assert "config.json," not in message.split("missing")[1].split(".")[0]
+
+
+def test_killed_run_resumes_from_saved_epoch(tmp_path, data_dir):
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable,
+        str(SCRIPT),
+        "--data-dir",
+        data_dir,
+        "train",
+        "--preset",
+        "tiny",
+        "--max-train-examples",
+        "200",
+        "--epochs",
+        "3",
+        "--run-dir",
+        str(run_dir),
+    ]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    history = run_dir / "history.csv"
+    deadline = time.time() + 600
+    # Kill it as soon as the first epoch is on record (and backed up).
+    while time.time() < deadline and process.poll() is None:
+        if history.exists() and len(history.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.2)
+    assert process.poll() is None, "the run ended before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    epochs_before = len(history.read_text().splitlines()) - 1
+    assert 1 <= epochs_before < 3
+    assert (run_dir / "backup").exists()
+
+    subprocess.run(command, env=env, check=True, capture_output=True)
+    with open(history) as f:
+        epochs = [int(r["epoch"]) for r in csv.DictReader(f)]
+    # The resumed run continues at the next epoch instead of starting over.
+    assert epochs == list(range(3))
+    assert not (run_dir / "backup").exists()
