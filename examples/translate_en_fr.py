@@ -32,6 +32,7 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_attention.translation import SubwordTokenizer  # noqa: E402
+from keras_attention.translation import distribute  # noqa: E402
 from keras_attention.translation import evaluation  # noqa: E402
 from keras_attention.translation import load_multi30k  # noqa: E402
 from keras_attention.translation import make_dataset  # noqa: E402
@@ -76,7 +77,13 @@ MAX_TRAIN_WORDS = 50
 
 
 def train(args):
-    run_dir = Path(args.run_dir)
+    if args.max_minutes and args.strategy == "multi-worker":
+        # Workers would stop after different epochs and wait on each other.
+        raise SystemExit("train: --max-minutes cannot be used with --strategy multi-worker")
+    strategy = distribute.make_strategy(args.strategy)
+    replicas = strategy.num_replicas_in_sync
+    # Workers other than the chief write to a private sub-folder.
+    run_dir = distribute.worker_run_dir(args.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     config = dict(PRESETS[args.preset])
     for key in config:
@@ -84,6 +91,7 @@ def train(args):
         if value is not None:
             config[key] = value
     config.update(attention=args.attention, seed=args.seed, preset=args.preset)
+    config.update(strategy=args.strategy, replicas=replicas)
     config["input_feeding"] = not args.no_input_feeding
     keras.utils.set_random_seed(args.seed)
 
@@ -117,12 +125,15 @@ def train(args):
         f"{target_tokenizer.vocab_size} subwords; {len(train_en)} training pairs"
     )
 
+    # `batch_size` is per replica; the datasets yield global batches that the
+    # strategy splits.
+    global_batch = config["batch_size"] * replicas
     train_data = make_dataset(
         train_en,
         train_fr,
         source_tokenizer,
         target_tokenizer,
-        batch_size=config["batch_size"],
+        batch_size=global_batch,
         shuffle=True,
         seed=args.seed,
     )
@@ -132,27 +143,13 @@ def train(args):
         val.fr,
         source_tokenizer,
         target_tokenizer,
-        batch_size=config["batch_size"],
+        batch_size=global_batch,
         shuffle=False,
     )
-
-    model = build_translator(
-        source_tokenizer.vocab_size,
-        target_tokenizer.vocab_size,
-        attention=config["attention"],
-        embedding_dim=config["embedding_dim"],
-        units=config["units"],
-        dropout=config["dropout"],
-        input_feeding=config["input_feeding"],
-        seed=args.seed,
-    )
-    model.compile(
-        optimizer=keras.optimizers.Adam(config["learning_rate"], global_clipnorm=1.0),
-        loss=keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True, ignore_class=0
-        ),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-    )
+    train_data = distribute.shard_by_data(train_data)
+    val_data = distribute.shard_by_data(val_data)
+    with strategy.scope():
+        model = _compiled_model(config, source_tokenizer, target_tokenizer, args.seed)
     callbacks = [
         # The best model on the validation loss is the run's model.
         keras.callbacks.ModelCheckpoint(
@@ -180,6 +177,27 @@ def train(args):
     print(f"training took {minutes:.1f} min; model: {run_dir / MODEL_FILE}")
     _update_json(run_dir / CONFIG_FILE, {"train_minutes_last_session": minutes})
     return run_dir
+
+
+def _compiled_model(config, source_tokenizer, target_tokenizer, seed):
+    model = build_translator(
+        source_tokenizer.vocab_size,
+        target_tokenizer.vocab_size,
+        attention=config["attention"],
+        embedding_dim=config["embedding_dim"],
+        units=config["units"],
+        dropout=config["dropout"],
+        input_feeding=config["input_feeding"],
+        seed=seed,
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(config["learning_rate"], global_clipnorm=1.0),
+        loss=keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, ignore_class=0
+        ),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+    return model
 
 
 class _TimeLimit(keras.callbacks.Callback):
@@ -433,6 +451,12 @@ def parse_args(argv=None):
     p.add_argument("--patience", type=int, default=3, help="early stopping")
     p.add_argument("--max-minutes", type=float, help="stop after this epoch budget")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--strategy",
+        choices=distribute.STRATEGIES,
+        default="one-device",
+        help="tf.distribute strategy; --batch-size is then per replica",
+    )
     p.set_defaults(func=train)
 
     p = commands.add_parser("evaluate", help="score a trained run")
