@@ -60,12 +60,13 @@ class BahdanauDecoder(BaseDecoder):
         seed=None,
         **kwargs,
     ):
-        super().__init__(
-            units=units, attention=attention, cell_type=cell_type, seed=seed, **kwargs
-        )
+        super().__init__(units=units, attention=attention, cell_type=cell_type, seed=seed, **kwargs)
         self.output_units = output_units
         self.deep_output = keras.layers.Dense(
-            output_units or units, activation="tanh", name="deep_output"
+            output_units or units,
+            activation="tanh",
+            name="deep_output",
+            dtype=self.dtype_policy,
         )
 
     def build_decoder(self, embedding_dim, memory_dim):
@@ -197,13 +198,10 @@ class BahdanauDecoder(BaseDecoder):
         )
         batch, steps = target_embeddings.shape[:2]
         dtype = self.compute_dtype
-        outputs = keras.KerasTensor(
-            (batch, steps, self.output_units or self.units), dtype=dtype
-        )
+        outputs = keras.KerasTensor((batch, steps, self.output_units or self.units), dtype=dtype)
         weights = keras.KerasTensor((batch, steps, memory.shape[1]), dtype=dtype)
         state = [
-            keras.KerasTensor((batch, self.units), dtype=dtype)
-            for _ in range(self.state_size)
+            keras.KerasTensor((batch, self.units), dtype=dtype) for _ in range(self.state_size)
         ]
         return outputs, weights, state[0] if self.cell_type == "gru" else state
 

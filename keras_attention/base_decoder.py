@@ -69,10 +69,13 @@ class BaseDecoder(keras.layers.Layer):
         self.cell_type = cell_type
         self.seed = seed
         self.attention = attention
+        # Sub-layers take this layer's policy: with the global one, a decoder
+        # built with `dtype="mixed_float16"` would mix float16 and float32.
+        policy = self.dtype_policy
         if cell_type == "gru":
-            self.cell = keras.layers.GRUCell(units, reset_after=True, name="cell")
+            self.cell = keras.layers.GRUCell(units, reset_after=True, name="cell", dtype=policy)
         else:
-            self.cell = keras.layers.LSTMCell(units, name="cell")
+            self.cell = keras.layers.LSTMCell(units, name="cell", dtype=policy)
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
         self.embedding_dim = None
@@ -179,6 +182,10 @@ class BaseDecoder(keras.layers.Layer):
         context, weights = self.attention.attend(
             query, memory, processed_keys, value_mask=memory_mask, training=training
         )
+        # An attention layer with another policy (float32 inside a
+        # mixed_float16 decoder) must not change the dtype of the loop carry.
+        context = ops.cast(context, self.compute_dtype)
+        weights = ops.cast(weights, self.compute_dtype)
         if len(weights.shape) > len(query.shape):
             # Several heads: report the head average, the alignment a plot shows.
             weights = ops.mean(weights, axis=1)
@@ -202,16 +209,13 @@ class BaseDecoder(keras.layers.Layer):
         target_shape = tuple(target_shape)
         memory_shape = tuple(memory_shape)
         if len(target_shape) != 3:
-            raise _shape_error(
-                "target_embeddings", "(batch, T_dec, d_emb)", target_shape
-            )
+            raise _shape_error("target_embeddings", "(batch, T_dec, d_emb)", target_shape)
         if len(memory_shape) != 3:
             raise _shape_error("memory", "(batch, T_enc, d_h)", memory_shape)
         if not _same(target_shape[0], memory_shape[0]):
             raise _shape_error(
                 "memory",
-                f"(batch, T_enc, d_h) with batch={target_shape[0]} as in "
-                "`target_embeddings`",
+                f"(batch, T_enc, d_h) with batch={target_shape[0]} as in `target_embeddings`",
                 memory_shape,
                 "The batch sizes of the target embeddings and the memory differ.",
             )
@@ -226,8 +230,7 @@ class BaseDecoder(keras.layers.Layer):
             if not _same(memory_shape[-1], self.memory_dim):
                 raise _shape_error(
                     "memory",
-                    f"(batch, T_enc, d_h={self.memory_dim}), the size the "
-                    "decoder was built with",
+                    f"(batch, T_enc, d_h={self.memory_dim}), the size the decoder was built with",
                     memory_shape,
                 )
         if initial_state is not None:
@@ -258,11 +261,7 @@ class BaseDecoder(keras.layers.Layer):
             if len(shape) != 2 or not all(
                 _same(a, b) for a, b in zip(shape, expected, strict=True)
             ):
-                symbols = (
-                    "(batch, T_dec)"
-                    if name.startswith("target")
-                    else ("(batch, T_enc)")
-                )
+                symbols = "(batch, T_dec)" if name.startswith("target") else ("(batch, T_enc)")
                 raise _shape_error(name, f"{symbols}={shape_str(expected)}", shape)
 
     def _as_state_tuple(self, state):

@@ -60,13 +60,15 @@ class LuongDecoder(BaseDecoder):
         seed=None,
         **kwargs,
     ):
-        super().__init__(
-            units=units, attention=attention, cell_type=cell_type, seed=seed, **kwargs
-        )
+        super().__init__(units=units, attention=attention, cell_type=cell_type, seed=seed, **kwargs)
         self.input_feeding = bool(input_feeding)
         self.output_units = output_units
         self.attentional = keras.layers.Dense(
-            output_units or units, activation="tanh", use_bias=False, name="combine"
+            output_units or units,
+            activation="tanh",
+            use_bias=False,
+            name="combine",
+            dtype=self.dtype_policy,
         )
 
     @property
@@ -127,9 +129,7 @@ class LuongDecoder(BaseDecoder):
                 prev = carry["state"]
                 new = self._cell_update(inputs["x"], prev)
                 keep = inputs["mask"][:, None]
-                new = tuple(
-                    ops.where(keep, n, p) for n, p in zip(new, prev, strict=True)
-                )
+                new = tuple(ops.where(keep, n, p) for n, p in zip(new, prev, strict=True))
                 carry = {"state": new}
                 return carry, carry
 
@@ -242,8 +242,7 @@ class LuongDecoder(BaseDecoder):
         outputs = keras.KerasTensor((batch, steps, self.attentional_units), dtype)
         weights = keras.KerasTensor((batch, steps, memory.shape[1]), dtype=dtype)
         state = [
-            keras.KerasTensor((batch, self.units), dtype=dtype)
-            for _ in range(self.state_size)
+            keras.KerasTensor((batch, self.units), dtype=dtype) for _ in range(self.state_size)
         ]
         return outputs, weights, state[0] if self.cell_type == "gru" else state
 
@@ -252,7 +251,5 @@ class LuongDecoder(BaseDecoder):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {"input_feeding": self.input_feeding, "output_units": self.output_units}
-        )
+        config.update({"input_feeding": self.input_feeding, "output_units": self.output_units})
         return config

@@ -1,0 +1,802 @@
+"""`BahdanauDecoder` and `LuongDecoder` against float64 numpy references.
+
+The decoder oracle below is written from the papers' equations and Keras' cell
+equations, one batch element and one step at a time; the attention inside it is
+`reference.layer_reference`, the numpy oracle of the attention layers. Weights
+are read from the built layers and set to random values first, so that a bias
+initialized to 0 cannot hide a missing term.
+
+    GRU (reset_after)  x̂ = x K + b_in, ĥ = h R + b_rec, columns [z, r, h̃]
+                       z = σ(x̂_z + ĥ_z), r = σ(x̂_r + ĥ_r)
+                       h̃ = tanh(x̂_h + r ⊙ ĥ_h), h' = z ⊙ h + (1 - z) ⊙ h̃
+    LSTM               g = x K + h R + b, columns [i, f, c, o]
+                       c' = σ(g_f) ⊙ c + σ(g_i) ⊙ tanh(g_c), h' = σ(g_o) ⊙ tanh(c')
+    Bahdanau           c_t, a_t = attend(s_{t-1}); s_t = cell([y_{t-1}; c_t], s_{t-1})
+                       o_t = tanh(W_o [s_t; c_t; y_{t-1}] + b_o)
+    Luong              s_t = cell([y_{t-1}; h̃_{t-1}], s_{t-1})  (h̃ with input feeding)
+                       c_t, a_t = attend(s_t); h̃_t = tanh(W_c [c_t; s_t])
+    padded target step zero output and weights; state (and h̃) carried over
+"""
+
+import re
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from reference import ATOL
+from reference import RTOL
+from reference import layer_reference
+from reference import make_layer
+
+from keras_attention import BahdanauAttention
+from keras_attention import BahdanauDecoder
+from keras_attention import LuongDecoder
+
+BATCH = 2
+T_DEC = 4  # target steps, != T_ENC
+T_ENC = 6  # source steps
+D_EMB = 3  # target embedding size
+D_H = 5  # memory (encoder output) size
+UNITS = 4  # decoder state size
+OUT = 7  # output_units, != UNITS so a swapped size fails to build
+
+# A few float32 steps through the recurrence accumulate a little more rounding
+# than one attention call: the oracle's tolerances, with some room for that.
+REC_RTOL = 2 * RTOL
+REC_ATOL = 5 * ATOL
+
+DECODERS = {
+    "bahdanau": (BahdanauDecoder, {}),
+    "luong": (LuongDecoder, {"input_feeding": True}),
+    "luong_no_feeding": (LuongDecoder, {"input_feeding": False}),
+}
+ATTENTIONS = ("bahdanau", "luong_general")  # variants of `reference.VARIANTS`
+CELLS = ("gru", "lstm")
+
+
+def make_decoder(kind, cell_type="gru", attention="bahdanau", **kwargs):
+    cls, options = DECODERS[kind]
+    return cls(
+        UNITS,
+        make_layer(attention),
+        cell_type=cell_type,
+        output_units=OUT,
+        seed=3,
+        **{**options, **kwargs},
+    )
+
+
+def randomize(layer, rng):
+    """Gives every weight of `layer` random values of either sign."""
+    for weight in layer.weights:
+        values = rng.uniform(0.2, 0.8, size=weight.shape)
+        values *= rng.choice([-1.0, 1.0], size=weight.shape)
+        weight.assign(values.astype(weight.dtype))
+    return layer
+
+
+def make_inputs(rng, t_dec=T_DEC, t_enc=T_ENC, batch=BATCH):
+    return {
+        "target_embeddings": rng.normal(size=(batch, t_dec, D_EMB)).astype("float32"),
+        "memory": rng.normal(size=(batch, t_enc, D_H)).astype("float32"),
+    }
+
+
+def make_state(cell_type, rng, batch=BATCH):
+    states = [
+        (0.5 * rng.normal(size=(batch, UNITS))).astype("float32")
+        for _ in range(1 if cell_type == "gru" else 2)
+    ]
+    return states[0] if cell_type == "gru" else states
+
+
+def memory_mask(batch=BATCH, t_enc=T_ENC):
+    """Row 0 complete, row 1 with its last two source positions padded."""
+    mask = np.ones((batch, t_enc), bool)
+    mask[1, -2:] = False
+    return mask
+
+
+def built_decoder(kind, cell_type="gru", attention="bahdanau", rng=None, **kwargs):
+    rng = np.random.default_rng(0) if rng is None else rng
+    decoder = make_decoder(kind, cell_type, attention, **kwargs)
+    decoder(**make_inputs(rng))
+    return randomize(decoder, rng)
+
+
+def as_tuple(state):
+    return tuple(state) if isinstance(state, (list, tuple)) else (state,)
+
+
+# ------------------------------------------------------------ numpy oracle
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def np_cell(cell_type, x, state, kernel, recurrent_kernel, bias):
+    """One Keras GRUCell(reset_after=True) / LSTMCell step on vectors."""
+    u = recurrent_kernel.shape[0]
+    if cell_type == "gru":
+        (h,) = state
+        x_hat = x @ kernel + bias[0]  # (3u,) input part, input bias
+        h_hat = h @ recurrent_kernel + bias[1]  # (3u,) recurrent part, its bias
+        z = _sigmoid(x_hat[:u] + h_hat[:u])
+        r = _sigmoid(x_hat[u : 2 * u] + h_hat[u : 2 * u])
+        candidate = np.tanh(x_hat[2 * u :] + r * h_hat[2 * u :])
+        return (z * h + (1.0 - z) * candidate,)
+    h, c = state
+    g = x @ kernel + h @ recurrent_kernel + bias  # (4u,)
+    i = _sigmoid(g[:u])
+    f = _sigmoid(g[u : 2 * u])
+    c = f * c + i * np.tanh(g[2 * u : 3 * u])
+    h = _sigmoid(g[3 * u :]) * np.tanh(c)
+    return (h, c)
+
+
+def np_attend(attention, query, memory, mask, override=None):
+    """(context (d_h,), weights (T_enc,)) for one query vector.
+
+    `override`: None, or the weights to use instead of the attention's.
+    """
+    if override is not None:
+        weights = np.asarray(override, np.float64)
+        return weights @ memory, weights
+    context, weights = layer_reference(attention, query[None], memory[None], value_mask=mask[None])
+    return context[0], weights[0]
+
+
+def decoder_reference(
+    decoder,
+    target_embeddings,
+    memory,
+    initial_state=None,
+    target_mask=None,
+    memory_mask=None,
+    override=None,
+    query="paper",
+):
+    """The float64 oracle of `decoder(...)`: (outputs, weights, final state tuple).
+
+    override: None, "uniform" or fixed weights (B, T_dec, T_enc).
+    query: "paper" for each paper's convention; "swapped" queries the other
+        state (s_t for Bahdanau, s_{t-1} for Luong), to show the oracle tells
+        the two apart.
+    """
+    y = np.asarray(target_embeddings, np.float64)
+    memory = np.asarray(memory, np.float64)
+    batch, steps, _ = y.shape
+    t_enc = memory.shape[1]
+    cell_type = decoder.cell_type
+    n_states = 1 if cell_type == "gru" else 2
+    if initial_state is None:
+        initial = [np.zeros((batch, decoder.units))] * n_states
+    else:
+        initial = [np.asarray(s, np.float64) for s in as_tuple(initial_state)]
+    if target_mask is None:
+        target_mask = np.ones((batch, steps), bool)
+    if memory_mask is None:
+        memory_mask = np.ones((batch, t_enc), bool)
+    cell = [
+        np.asarray(w.numpy(), np.float64)
+        for w in (decoder.cell.kernel, decoder.cell.recurrent_kernel, decoder.cell.bias)
+    ]
+    bahdanau = isinstance(decoder, BahdanauDecoder)
+    if bahdanau:
+        w_out = np.asarray(decoder.deep_output.kernel.numpy(), np.float64)
+        b_out = np.asarray(decoder.deep_output.bias.numpy(), np.float64)
+    else:
+        w_out = np.asarray(decoder.attentional.kernel.numpy(), np.float64)
+    out_units = w_out.shape[1]
+    outputs = np.zeros((batch, steps, out_units))
+    weights = np.zeros((batch, steps, t_enc))
+    finals = [np.zeros((batch, decoder.units)) for _ in range(n_states)]
+    for b in range(batch):
+        state = tuple(s[b] for s in initial)
+        feed = np.zeros(out_units)  # h̃_0 (Luong input feeding)
+        previous_context = np.zeros(memory.shape[-1])  # c_0 ("swapped" Bahdanau)
+        mask = memory_mask[b]
+        for t in range(steps):
+            if not target_mask[b, t]:
+                continue  # zero output and weights; state and h̃ carried over
+            if isinstance(override, str):  # "uniform"
+                fixed = mask / max(mask.sum(), 1)
+            else:
+                fixed = None if override is None else override[b, t]
+
+            def attend(q, fixed=fixed, mask=mask, b=b):
+                return np_attend(decoder.attention, q, memory[b], mask, fixed)
+
+            if bahdanau:
+                if query == "paper":
+                    context, a = attend(state[0])  # query s_{t-1}
+                    state = np_cell(cell_type, np.concatenate([y[b, t], context]), state, *cell)
+                else:
+                    state = np_cell(
+                        cell_type,
+                        np.concatenate([y[b, t], previous_context]),
+                        state,
+                        *cell,
+                    )
+                    context, a = attend(state[0])  # query s_t
+                    previous_context = context
+                deep = np.concatenate([state[0], context, y[b, t]])
+                out = np.tanh(deep @ w_out + b_out)
+            else:
+                x = np.concatenate([y[b, t], feed]) if decoder.input_feeding else y[b, t]
+                if query == "paper":
+                    state = np_cell(cell_type, x, state, *cell)
+                    context, a = attend(state[0])  # query s_t
+                else:
+                    context, a = attend(state[0])  # query s_{t-1}
+                    state = np_cell(cell_type, x, state, *cell)
+                out = np.tanh(np.concatenate([context, state[0]]) @ w_out)
+                feed = out
+            outputs[b, t] = out
+            weights[b, t] = a
+        for final, s in zip(finals, state, strict=True):
+            final[b] = s
+    return outputs, weights, tuple(finals)
+
+
+def assert_matches(result, expected, rtol=REC_RTOL, atol=REC_ATOL):
+    outputs, weights, state = result
+    np.testing.assert_allclose(outputs, expected[0], rtol=rtol, atol=atol)
+    np.testing.assert_allclose(weights, expected[1], rtol=rtol, atol=atol)
+    for got, want in zip(as_tuple(state), expected[2], strict=True):
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+# ------------------------------------------------------------------ oracle
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+@pytest.mark.parametrize("cell_type", CELLS)
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_decoder_matches_numpy_reference(kind, cell_type, attention):
+    rng = np.random.default_rng(1)
+    decoder = built_decoder(kind, cell_type, attention, rng)
+    inputs = make_inputs(rng)
+    initial_state = make_state(cell_type, rng)
+    target_mask = np.ones((BATCH, T_DEC), bool)
+    target_mask[1, 1] = target_mask[1, -1] = False  # a hole and a padded tail
+    mask = memory_mask()
+    result = decoder(
+        **inputs,
+        initial_state=initial_state,
+        target_embeddings_mask=target_mask,
+        memory_mask=mask,
+    )
+    expected = decoder_reference(
+        decoder,
+        **inputs,
+        initial_state=initial_state,
+        target_mask=target_mask,
+        memory_mask=mask,
+    )
+    assert result[0].shape == (BATCH, T_DEC, OUT)
+    assert result[1].shape == (BATCH, T_DEC, T_ENC)
+    assert_matches(result, expected)
+
+
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_decoder_follows_its_papers_query_convention(kind):
+    # Bahdanau queries s_{t-1}, Luong s_t: the decoder must match its paper's
+    # oracle and differ clearly from the oracle that queries the other state.
+    rng = np.random.default_rng(2)
+    decoder = built_decoder(kind, "gru", "bahdanau", rng)
+    inputs = make_inputs(rng)
+    initial_state = make_state("gru", rng)
+    result = decoder(**inputs, initial_state=initial_state)
+    paper = decoder_reference(decoder, **inputs, initial_state=initial_state)
+    swapped = decoder_reference(decoder, **inputs, initial_state=initial_state, query="swapped")
+    assert_matches(result, paper)
+    gap = np.abs(np.asarray(result[1]) - swapped[1]).max()
+    assert gap > 100 * REC_ATOL, "the weights also match the other convention"
+    with pytest.raises(AssertionError):
+        assert_matches(result, swapped)
+
+
+# ---------------------------------------------------------- step by step
+
+
+@pytest.mark.parametrize("cell_type", CELLS)
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_step_by_step_decoding_equals_teacher_forced_call(kind, cell_type):
+    rng = np.random.default_rng(3)
+    decoder = built_decoder(kind, cell_type, "luong_general", rng)
+    inputs = make_inputs(rng)
+    initial_state = make_state(cell_type, rng)
+    mask = memory_mask()
+    outputs, weights, state = decoder(**inputs, initial_state=initial_state, memory_mask=mask)
+    decode_state = decoder.get_decode_state(
+        inputs["memory"], initial_state=initial_state, memory_mask=mask
+    )
+    for t in range(T_DEC):
+        output, step_weights, decode_state = decoder.step(
+            inputs["target_embeddings"][:, t], decode_state
+        )
+        np.testing.assert_allclose(output, outputs[:, t], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(step_weights, weights[:, t], rtol=1e-5, atol=1e-5)
+    final = (
+        (decode_state["h"],)
+        if cell_type == "gru"
+        else (
+            decode_state["h"],
+            decode_state["c"],
+        )
+    )
+    for got, want in zip(final, as_tuple(state), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_single_step_call_equals_step(kind):
+    rng = np.random.default_rng(4)
+    decoder = built_decoder(kind, "lstm", "bahdanau", rng)
+    inputs = make_inputs(rng, t_dec=1)
+    outputs, weights, _ = decoder(**inputs)
+    output, step_weights, _ = decoder.step(
+        inputs["target_embeddings"][:, 0], decoder.get_decode_state(inputs["memory"])
+    )
+    np.testing.assert_allclose(output, outputs[:, 0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(step_weights, weights[:, 0], rtol=1e-5, atol=1e-6)
+
+
+# -------------------------------------------------------------- the cell
+
+
+@pytest.mark.parametrize("cell_type", CELLS)
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_cell_update_equals_keras_cell(kind, cell_type):
+    rng = np.random.default_rng(5)
+    decoder = built_decoder(kind, cell_type, "bahdanau", rng)
+    cell_input_dim = decoder.cell.kernel.shape[0]
+    x = rng.normal(size=(BATCH, cell_input_dim)).astype("float32")
+    state = as_tuple(make_state(cell_type, rng))
+    projected = decoder._cell_input_projection(x[:, :D_EMB])
+    if cell_input_dim > D_EMB:
+        projected = projected + decoder._cell_extra_projection(x[:, D_EMB:])
+    got = decoder._cell_update(projected, state)
+    _, want = decoder.cell(x, list(state))
+    assert len(got) == len(want) == len(state)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------- masks
+
+
+def encoder_decoder(kind, cell_type="gru", vocab=11, embed=D_EMB):
+    """Token ids → embeddings (mask_zero) → BiGRU → decoder → vocabulary logits.
+
+    Returns the model (logits and weights) and its layers by name.
+    """
+    source = keras.Input((None,), dtype="int32", name="source")
+    target = keras.Input((None,), dtype="int32", name="target")
+    source_embedding = keras.layers.Embedding(vocab, embed, mask_zero=True)
+    encoder = keras.layers.Bidirectional(
+        keras.layers.GRU(3, return_sequences=True), name="encoder"
+    )  # memory size 2·3 = 6
+    target_embedding = keras.layers.Embedding(vocab, embed, mask_zero=True)
+    decoder = make_decoder(kind, cell_type, "bahdanau")
+    projection = keras.layers.Dense(vocab, name="logits")
+    memory = encoder(source_embedding(source))
+    outputs, weights, _ = decoder(target_embedding(target), memory)
+    model = keras.Model([source, target], [projection(outputs), weights])
+    layers = {
+        "source_embedding": source_embedding,
+        "encoder": encoder,
+        "target_embedding": target_embedding,
+        "decoder": decoder,
+    }
+    return model, layers
+
+
+def token_batch(rng, vocab=11):
+    source = rng.integers(1, vocab, size=(3, 7)).astype("int32")
+    source[1, 5:] = 0
+    source[2, 3:] = 0
+    target = rng.integers(1, vocab, size=(3, 5)).astype("int32")
+    target[1, 4:] = 0
+    target[2, 2:] = 0
+    return source, target
+
+
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_memory_mask_from_encoder_equals_explicit_mask(kind):
+    rng = np.random.default_rng(6)
+    model, layers = encoder_decoder(kind)
+    source, target = token_batch(rng)
+    _, weights = model([source, target])
+    source_mask = source != 0
+    target_mask = target != 0
+    memory = np.asarray(layers["encoder"](layers["source_embedding"](source), mask=source_mask))
+    embeddings = np.asarray(layers["target_embedding"](target))
+    decoder = layers["decoder"]
+    explicit = decoder(
+        embeddings,
+        memory,
+        target_embeddings_mask=target_mask,
+        memory_mask=source_mask,
+    )
+    unmasked = decoder(embeddings, memory, target_embeddings_mask=target_mask)
+    np.testing.assert_allclose(weights, explicit[1], rtol=1e-5, atol=1e-6)
+    # The mask matters: without it padded source positions get weight.
+    assert np.abs(np.asarray(unmasked[1]) - np.asarray(explicit[1])).max() > 1e-3
+    padded = ~source_mask[:, None, :] & target_mask[:, :, None]
+    assert np.all(np.asarray(weights)[np.broadcast_to(padded, weights.shape)] == 0)
+
+
+@pytest.mark.parametrize("cell_type", CELLS)
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_masked_memory_gets_zero_weight(kind, cell_type):
+    rng = np.random.default_rng(7)
+    decoder = built_decoder(kind, cell_type, "luong_general", rng)
+    mask = memory_mask()
+    _, weights, _ = decoder(**make_inputs(rng), memory_mask=mask)
+    weights = np.asarray(weights)
+    assert np.all(weights[1, :, ~mask[1]] == 0.0)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_fully_masked_memory_row_gives_zero_weights_and_finite_outputs(kind):
+    rng = np.random.default_rng(8)
+    decoder = built_decoder(kind, "gru", "bahdanau", rng)
+    mask = memory_mask()
+    mask[1] = False
+    inputs = make_inputs(rng)
+    outputs, weights, state = decoder(**inputs, memory_mask=mask)
+    assert np.all(np.asarray(weights)[1] == 0.0)
+    assert np.all(np.isfinite(outputs)) and np.all(np.isfinite(state))
+    # The empty memory row contributes a zero context.
+    assert_matches(
+        (outputs, weights, state),
+        decoder_reference(decoder, **inputs, memory_mask=mask),
+    )
+
+
+@pytest.mark.parametrize("cell_type", CELLS)
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_padded_target_steps_give_zeros_and_carry_the_state(kind, cell_type):
+    rng = np.random.default_rng(9)
+    decoder = built_decoder(kind, cell_type, "bahdanau", rng)
+    inputs = make_inputs(rng)
+    initial_state = make_state(cell_type, rng)
+    target_mask = np.ones((BATCH, T_DEC), bool)
+    target_mask[0, 1] = False  # a hole
+    target_mask[1, 2:] = False  # a padded tail
+    outputs, weights, state = decoder(
+        **inputs, initial_state=initial_state, target_embeddings_mask=target_mask
+    )
+    outputs, weights = np.asarray(outputs), np.asarray(weights)
+    assert np.all(outputs[~target_mask] == 0.0)
+    assert np.all(weights[~target_mask] == 0.0)
+    # Every row equals the same row decoded without its padded steps.
+    for b in range(BATCH):
+        keep = target_mask[b]
+        row_state = [s[b : b + 1] for s in as_tuple(initial_state)]
+        short = decoder(
+            inputs["target_embeddings"][b : b + 1, keep],
+            inputs["memory"][b : b + 1],
+            initial_state=row_state if cell_type == "lstm" else row_state[0],
+        )
+        np.testing.assert_allclose(outputs[b, keep], short[0][0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(weights[b, keep], short[1][0], rtol=1e-5, atol=1e-6)
+        for got, want in zip(as_tuple(state), as_tuple(short[2]), strict=True):
+            np.testing.assert_allclose(got[b], want[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_target_mask_from_embedding_reaches_outputs(kind):
+    rng = np.random.default_rng(10)
+    model, _ = encoder_decoder(kind)
+    source, target = token_batch(rng)
+    logits, weights = model([source, target])
+    # The target mask travels on to the logits, where the loss ignores the padding.
+    np.testing.assert_array_equal(getattr(logits, "_keras_mask", None), target != 0)
+    logits = np.asarray(logits)
+    padded = target == 0
+    assert np.all(np.asarray(weights)[padded] == 0.0)
+    # The logits of padded steps are the projection's bias alone.
+    bias = model.get_layer("logits").bias.numpy()
+    np.testing.assert_allclose(logits[padded], np.broadcast_to(bias, logits[padded].shape))
+
+
+# -------------------------------------------------------------- training
+
+
+# Each fit traces a training step through the encoder and the decoder's loop
+# (and XLA compiles it): CI runs one XLA and one graph fit, both loops with the
+# attention inside; the other combinations are marked slow.
+TRAINING_CASES = [
+    pytest.param("bahdanau", True, id="bahdanau-xla"),
+    pytest.param("luong", False, id="luong-graph"),
+    pytest.param("bahdanau", False, id="bahdanau-graph", marks=pytest.mark.slow),
+    pytest.param("luong", True, id="luong-xla", marks=pytest.mark.slow),
+    pytest.param("luong_no_feeding", False, id="luong_no_feeding-graph", marks=pytest.mark.slow),
+    pytest.param("luong_no_feeding", True, id="luong_no_feeding-xla", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("kind, jit_compile", TRAINING_CASES)
+def test_model_trains_and_loss_decreases(kind, jit_compile):
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(11)
+    model, _ = encoder_decoder(kind, "lstm" if kind == "luong" else "gru")
+    source, target = token_batch(rng)
+    labels = np.roll(target, -1, axis=1)
+    model.compile(
+        optimizer=keras.optimizers.Adam(0.05),
+        loss=[keras.losses.SparseCategoricalCrossentropy(from_logits=True), None],
+        jit_compile=jit_compile,
+    )
+    # Built here, the optimizer creates no variable inside the training step,
+    # which TensorFlow would otherwise trace twice.
+    model.optimizer.build(model.trainable_variables)
+    history = model.fit([source, target], labels, batch_size=3, epochs=5, verbose=0, shuffle=False)
+    losses = np.array(history.history["loss"])
+    assert np.all(np.isfinite(losses)), losses
+    assert np.all(np.diff(losses) < 0), losses
+    assert losses[-1] < 0.9 * losses[0], losses
+
+
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_gradients_reach_the_attention_weights(kind):
+    rng = np.random.default_rng(12)
+    model, layers = encoder_decoder(kind)
+    source, target = token_batch(rng)
+    labels = np.roll(target, -1, axis=1)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    attention = layers["decoder"].attention.trainable_weights
+    assert attention
+    with tf.GradientTape() as tape:
+        logits, _ = model([source, target], training=True)
+        loss = loss_fn(labels, logits)
+    grads = tape.gradient(loss, attention)
+    for weight, grad in zip(attention, grads, strict=True):
+        assert grad is not None, weight.path
+        assert np.all(np.isfinite(grad)), weight.path
+        assert np.abs(np.asarray(grad)).max() > 0.0, weight.path
+
+
+# ------------------------------------------------------------- compiled loop
+
+
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_loop_is_a_while_op_traced_once_for_any_length(kind, monkeypatch):
+    rng = np.random.default_rng(13)
+    decoder = built_decoder(kind, "gru", "bahdanau", rng)
+    cell_update = decoder._cell_update
+    calls = []
+
+    def counting_cell_update(*args):
+        calls.append(1)
+        return cell_update(*args)
+
+    monkeypatch.setattr(decoder, "_cell_update", counting_cell_update)
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec((None, None, D_EMB), tf.float32),
+            tf.TensorSpec((None, None, D_H), tf.float32),
+        ]
+    )
+    def decode(target_embeddings, memory):
+        return decoder(target_embeddings, memory)
+
+    concrete = decode.get_concrete_function()
+    traced_calls = len(calls)
+    assert 1 <= traced_calls <= 2  # the step function, not one copy per step
+    graph_ops = {node.op for node in concrete.graph.as_graph_def().node}
+    assert graph_ops & {"While", "StatelessWhile"}, sorted(graph_ops)
+    runs = {}
+    for t_dec in (3, 40):
+        inputs = make_inputs(rng, t_dec=t_dec)
+        runs[t_dec] = inputs, decode(**inputs)
+    assert len(calls) == traced_calls  # no retracing for a new length
+    assert decode.experimental_get_tracing_count() == 1
+    for t_dec, (inputs, (outputs, weights, _)) in runs.items():
+        assert outputs.shape == (BATCH, t_dec, OUT)
+        eager = decoder(**inputs)
+        np.testing.assert_allclose(outputs, eager[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(weights, eager[1], rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------ attention_override
+
+
+@pytest.mark.parametrize("cell_type", CELLS)
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_uniform_override_gives_equal_weights_over_unmasked_keys(kind, cell_type):
+    rng = np.random.default_rng(14)
+    decoder = built_decoder(kind, cell_type, "bahdanau", rng)
+    inputs = make_inputs(rng)
+    mask = memory_mask()
+    result = decoder(**inputs, memory_mask=mask, attention_override="uniform")
+    weights = np.asarray(result[1])
+    expected = np.broadcast_to((mask / mask.sum(-1, keepdims=True))[:, None, :], weights.shape)
+    np.testing.assert_allclose(weights, expected, rtol=1e-6, atol=0)
+    assert_matches(
+        result,
+        decoder_reference(decoder, **inputs, memory_mask=mask, override="uniform"),
+    )
+
+
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_permute_override_permutes_weights_among_unmasked_keys(kind):
+    # One step from the same state: the weights the model computes are those
+    # of the plain call, so the permuted ones must be a rearrangement of them.
+    rng = np.random.default_rng(15)
+    decoder = built_decoder(kind, "gru", "luong_general", rng)
+    inputs = make_inputs(rng, t_dec=1, batch=4)
+    inputs["initial_state"] = make_state("gru", rng, batch=4)  # s_0 = 0 is uniform
+    mask = memory_mask(batch=4)
+    mask[3, 1] = False  # a masked key inside the row
+    _, weights, _ = decoder(**inputs, memory_mask=mask)
+    _, permuted, _ = decoder(**inputs, memory_mask=mask, attention_override="permute")
+    weights, permuted = np.asarray(weights)[:, 0], np.asarray(permuted)[:, 0]
+    assert np.all(permuted[~mask] == 0.0)
+    for b in range(4):
+        np.testing.assert_allclose(
+            np.sort(permuted[b, mask[b]]), np.sort(weights[b, mask[b]]), rtol=1e-6
+        )
+    assert np.abs(permuted - weights).max() > 1e-3, "no row was permuted"
+    # Step-by-step decoding permutes too.
+    decode_state = decoder.get_decode_state(
+        inputs["memory"], inputs["initial_state"], memory_mask=mask
+    )
+    _, stepped, _ = decoder.step(
+        inputs["target_embeddings"][:, 0], decode_state, attention_override="permute"
+    )
+    stepped = np.asarray(stepped)
+    assert np.all(stepped[~mask] == 0.0)
+    for b in range(4):
+        np.testing.assert_allclose(
+            np.sort(stepped[b, mask[b]]), np.sort(weights[b, mask[b]]), rtol=1e-5
+        )
+
+
+def test_permute_override_over_a_sequence_keeps_the_weights_multiset():
+    # Without input feeding the states do not depend on the attention, so every
+    # step's permuted weights rearrange the plain call's weights.
+    rng = np.random.default_rng(16)
+    decoder = built_decoder("luong_no_feeding", "lstm", "bahdanau", rng)
+    inputs = make_inputs(rng)
+    mask = memory_mask()
+    _, weights, _ = decoder(**inputs, memory_mask=mask)
+    _, permuted, _ = decoder(**inputs, memory_mask=mask, attention_override="permute")
+    weights, permuted = np.asarray(weights), np.asarray(permuted)
+    for b in range(BATCH):
+        keys = mask[b]
+        assert np.all(permuted[b][:, ~keys] == 0.0)
+        np.testing.assert_allclose(
+            np.sort(permuted[b][:, keys], -1),
+            np.sort(weights[b][:, keys], -1),
+            rtol=1e-6,
+        )
+    assert np.abs(permuted - weights).max() > 1e-3
+
+
+@pytest.mark.parametrize("cell_type", CELLS)
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_fixed_override_is_used_verbatim(kind, cell_type):
+    rng = np.random.default_rng(17)
+    decoder = built_decoder(kind, cell_type, "bahdanau", rng)
+    inputs = make_inputs(rng)
+    fixed = rng.dirichlet(np.ones(T_ENC), size=(BATCH, T_DEC)).astype("float32")
+    plain = decoder(**inputs)
+    result = decoder(**inputs, attention_override=fixed)
+    np.testing.assert_array_equal(result[1], fixed)
+    assert_matches(result, decoder_reference(decoder, **inputs, override=fixed))
+    assert np.abs(np.asarray(result[0]) - np.asarray(plain[0])).max() > 1e-3
+    # The step API takes one step's weights.
+    decode_state = decoder.get_decode_state(inputs["memory"])
+    output, weights, _ = decoder.step(
+        inputs["target_embeddings"][:, 0], decode_state, attention_override=fixed[:, 0]
+    )
+    np.testing.assert_array_equal(weights, fixed[:, 0])
+    np.testing.assert_allclose(output, result[0][:, 0], rtol=1e-5, atol=1e-6)
+
+
+def test_fixed_override_of_the_wrong_shape_is_an_error():
+    rng = np.random.default_rng(18)
+    decoder = built_decoder("bahdanau", "gru", "bahdanau", rng)
+    wrong = np.full((BATCH, T_DEC, T_ENC + 1), 1.0 / (T_ENC + 1), "float32")
+    with pytest.raises(ValueError, match="attention_override"):
+        decoder(**make_inputs(rng), attention_override=wrong)
+
+
+# ---------------------------------------------------------------- errors
+
+
+def _raises(*fragments):
+    pattern = ".*".join(re.escape(f) for f in fragments)
+    return pytest.raises(ValueError, match=re.compile(pattern, re.DOTALL))
+
+
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_batch_mismatch_is_an_error(kind):
+    decoder = make_decoder(kind)
+    y = np.zeros((2, T_DEC, D_EMB), "float32")
+    memory = np.zeros((3, T_ENC, D_H), "float32")
+    with _raises("`memory`", "(batch, T_enc, d_h) with batch=2", "(3, 6, 5)"):
+        decoder(y, memory)
+
+
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_target_embeddings_of_wrong_rank_is_an_error(kind):
+    decoder = make_decoder(kind)
+    y = np.zeros((2, D_EMB), "float32")
+    memory = np.zeros((2, T_ENC, D_H), "float32")
+    with _raises("`target_embeddings`", "(batch, T_dec, d_emb)", "(2, 3)"):
+        decoder(y, memory)
+
+
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_memory_of_wrong_rank_is_an_error(kind):
+    decoder = make_decoder(kind)
+    y = np.zeros((2, T_DEC, D_EMB), "float32")
+    memory = np.zeros((2, T_ENC, D_H, 1), "float32")
+    with _raises("`memory`", "(batch, T_enc, d_h)", "(2, 6, 5, 1)"):
+        decoder(y, memory)
+
+
+@pytest.mark.parametrize("cell_type", CELLS)
+def test_initial_state_of_wrong_size_is_an_error(cell_type):
+    decoder = make_decoder("bahdanau", cell_type)
+    inputs = make_inputs(np.random.default_rng(19))
+    state = [np.zeros((BATCH, UNITS + 1), "float32")] * (1 if cell_type == "gru" else 2)
+    state = state[0] if cell_type == "gru" else state
+    with _raises("`initial_state`", f"(batch, units)=(2, {UNITS})", "(2, 5)"):
+        decoder(**inputs, initial_state=state)
+    decoder(**inputs)  # built: the step API checks too
+    with _raises("`initial_state`", f"(batch, units)=(2, {UNITS})", "(2, 5)"):
+        decoder.get_decode_state(inputs["memory"], initial_state=state)
+
+
+def test_wrong_number_of_lstm_states_is_an_error():
+    decoder = make_decoder("luong", "lstm")
+    inputs = make_inputs(np.random.default_rng(20))
+    h = np.zeros((BATCH, UNITS), "float32")
+    with _raises("`initial_state`", "2 tensor(s) of shape (batch, units)", "1 tensor"):
+        decoder(**inputs, initial_state=h)
+    with _raises("`initial_state`", "2 tensor(s)", "3 tensor"):
+        decoder(**inputs, initial_state=[h, h, h])
+
+
+@pytest.mark.parametrize("cls", [BahdanauDecoder, LuongDecoder])
+def test_attention_that_is_not_a_keras_attention_layer_is_an_error(cls):
+    with _raises("`attention`", "BahdanauAttention or LuongAttention", "Attention"):
+        cls(UNITS, keras.layers.Attention())
+
+
+@pytest.mark.parametrize("cls", [BahdanauDecoder, LuongDecoder])
+def test_unknown_cell_type_is_an_error(cls):
+    with _raises("`cell_type`", "('gru', 'lstm')", "'rnn'"):
+        cls(UNITS, BahdanauAttention(5), cell_type="rnn")
+
+
+def test_memory_of_another_size_than_built_is_an_error():
+    decoder = built_decoder("bahdanau")
+    y = np.zeros((BATCH, T_DEC, D_EMB), "float32")
+    memory = np.zeros((BATCH, T_ENC, D_H + 1), "float32")
+    with _raises("`memory`", f"d_h={D_H}", "(2, 6, 6)"):
+        decoder(y, memory)
+
+
+# ------------------------------------------------- attention of another dtype
+
+
+def test_float32_attention_inside_a_mixed_precision_decoder():
+    # The attention layer keeps its own (float32) policy; the loop must still
+    # run in the decoder's compute dtype.
+    rng = np.random.default_rng(21)
+    decoder = BahdanauDecoder(UNITS, BahdanauAttention(5), cell_type="gru", dtype="mixed_float16")
+    outputs, weights, state = decoder(**make_inputs(rng))
+    assert decoder.attention.compute_dtype == "float32"
+    assert outputs.dtype == weights.dtype == state.dtype == "float16"
+    assert np.all(np.isfinite(np.asarray(outputs, "float32")))
