@@ -6,7 +6,7 @@
 # DATA_DIR holds the Multi30k .gz files (default ../shared/data/multi30k; when
 # it does not exist the files are downloaded into the Keras cache). About an
 # hour of training on a 2-core CPU; a killed run resumes where it stopped when
-# started again with the same RUN_DIR.
+# started again with the same RUN_DIR, and a finished one is not trained again.
 set -euo pipefail
 DATA_DIR=${1:-../shared/data/multi30k}
 RUN_DIR=${2:-runs/bahdanau}
@@ -14,8 +14,12 @@ export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}
 DATA=()
 if [ -d "$DATA_DIR" ]; then DATA=(--data-dir "$DATA_DIR"); fi
 
-python examples/translate_en_fr.py "${DATA[@]}" train --attention bahdanau \
-    --run-dir "$RUN_DIR" --max-minutes 55
+if [ -f "$RUN_DIR/model.keras" ] && [ ! -d "$RUN_DIR/backup" ]; then
+    echo "$RUN_DIR holds a finished run: evaluating and exporting it"
+else
+    python examples/translate_en_fr.py "${DATA[@]}" train --attention bahdanau \
+        --run-dir "$RUN_DIR" --max-minutes 55
+fi
 python examples/translate_en_fr.py "${DATA[@]}" evaluate --run-dir "$RUN_DIR"
 python examples/translate_en_fr.py "${DATA[@]}" explain --run-dir "$RUN_DIR"
 python -m keras_attention.translation.export "$RUN_DIR" "$RUN_DIR/export"

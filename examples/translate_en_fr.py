@@ -84,6 +84,14 @@ def train(args):
     replicas = strategy.num_replicas_in_sync
     # Workers other than the chief write to a private sub-folder.
     run_dir = distribute.worker_run_dir(args.run_dir)
+    finished = (run_dir / MODEL_FILE).exists() and not (run_dir / "backup").exists()
+    if finished and not args.overwrite:
+        # BackupAndRestore keeps a backup only while a run is unfinished; a new
+        # run here would start from fresh weights and replace the model.
+        raise SystemExit(
+            f"train: {run_dir} already holds a finished run ({MODEL_FILE}, no "
+            "backup to resume from). Use another --run-dir, or --overwrite."
+        )
     run_dir.mkdir(parents=True, exist_ok=True)
     config = dict(PRESETS[args.preset])
     for key in config:
@@ -192,9 +200,7 @@ def _compiled_model(config, source_tokenizer, target_tokenizer, seed):
     )
     model.compile(
         optimizer=keras.optimizers.Adam(config["learning_rate"], global_clipnorm=1.0),
-        loss=keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True, ignore_class=0
-        ),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
     )
     return model
@@ -222,9 +228,7 @@ def _filter_long(en, fr, max_words):
     ]
     skipped = len(en) - len(kept)
     if skipped:
-        logging.info(
-            "skipped %d training pairs longer than %d words", skipped, max_words
-        )
+        logging.info("skipped %d training pairs longer than %d words", skipped, max_words)
     return [e for e, _ in kept], [f for _, f in kept]
 
 
@@ -280,12 +284,8 @@ def evaluate(args):
                 if baseline is not None:
                     base = evaluation.decode_corpus(baseline, data.en, progress=False)
                     base_hyps = evaluation.detokenize_output(base["text"])
-                    results[f"{split}/greedy/baseline"] = evaluation.score(
-                        base_hyps, data.fr
-                    )
-                    curves["no attention"] = evaluation.bleu_by_length(
-                        base_hyps, data.fr, data.en
-                    )
+                    results[f"{split}/greedy/baseline"] = evaluation.score(base_hyps, data.fr)
+                    curves["no attention"] = evaluation.bleu_by_length(base_hyps, data.fr, data.en)
                 results[f"{split}/bleu_by_length"] = curves
                 evaluation.plot_bleu_by_length(
                     curves,
@@ -312,15 +312,9 @@ def _indices(text):
 
 def _heatmap(translator, decoded, data, i, path):
     if i >= len(decoded["text"]):
-        raise ValueError(
-            f"--heatmaps {i}: the split has {len(decoded['text'])} sentences"
-        )
-    source = translator.source_tokenizer.lookup(
-        tf.constant([decoded["source_tokens"][i]])
-    )
-    target = translator.target_tokenizer.lookup(
-        tf.constant([decoded["tokens"][i] or [0]])
-    )
+        raise ValueError(f"--heatmaps {i}: the split has {len(decoded['text'])} sentences")
+    source = translator.source_tokenizer.lookup(tf.constant([decoded["source_tokens"][i]]))
+    target = translator.target_tokenizer.lookup(tf.constant([decoded["tokens"][i] or [0]]))
     evaluation.plot_attention(
         decoded["attention"][i],
         [t.decode() for t in source.numpy()[0]],
@@ -337,9 +331,7 @@ def _results_table(results):
     ]
     for key, value in results.items():
         if "bleu" in value:
-            lines.append(
-                f"| {key} | {value['bleu']} | {value['chrf']} | {value['bleu_lc_tok']} |"
-            )
+            lines.append(f"| {key} | {value['bleu']} | {value['chrf']} | {value['bleu_lc_tok']} |")
     return "\n".join(lines)
 
 
@@ -416,9 +408,7 @@ def explain(args):
         "|---|---|---|---|",
     ]
     for name, row in rows.items():
-        lines.append(
-            f"| {name} | {row['tvd']} | {row['bleu']} | {row['bleu_lc_tok']} |"
-        )
+        lines.append(f"| {name} | {row['tvd']} | {row['bleu']} | {row['bleu_lc_tok']} |")
     print("\n".join(lines))
     out = Path(args.run_dir) / "explain.json"
     out.write_text(json.dumps(rows, indent=2) + "\n")
@@ -451,6 +441,7 @@ def parse_args(argv=None):
     p.add_argument("--patience", type=int, default=3, help="early stopping")
     p.add_argument("--max-minutes", type=float, help="stop after this epoch budget")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--overwrite", action="store_true", help="replace a finished run")
     p.add_argument(
         "--strategy",
         choices=distribute.STRATEGIES,
@@ -461,9 +452,7 @@ def parse_args(argv=None):
 
     p = commands.add_parser("evaluate", help="score a trained run")
     p.add_argument("--run-dir", default="runs/bahdanau")
-    p.add_argument(
-        "--splits", default="test_2016_flickr,test_2017_flickr,test_2017_mscoco"
-    )
+    p.add_argument("--splits", default="test_2016_flickr,test_2017_flickr,test_2017_mscoco")
     p.add_argument("--methods", default="greedy,beam", help="greedy and/or beam")
     p.add_argument("--beam-width", type=int, default=4)
     p.add_argument("--length-penalty", type=float, default=0.6)

@@ -141,9 +141,7 @@ class BahdanauAttention(BaseAttention):
             {
                 "units": self.units,
                 "normalize": self.normalize,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             }
         )
         return config

@@ -92,6 +92,7 @@ class BahdanauDecoder(BaseDecoder):
             initial_state,
             (target_embeddings_mask, memory_mask),
         )
+        self._check_override(attention_override, target_embeddings.shape, memory.shape)
         dtype = self.compute_dtype
         target_embeddings = ops.cast(target_embeddings, dtype)
         memory = ops.cast(memory, dtype)
@@ -162,6 +163,7 @@ class BahdanauDecoder(BaseDecoder):
             `(output, weights, decode_state)`: output (batch, output_units),
             weights (batch, T_enc), the next state.
         """
+        self._check_step_input(target_embedding, decode_state)
         prev = self._decode_state_tuple(decode_state)
         memory = decode_state["memory"]
         mask = ops.cast(decode_state["memory_mask"], "bool")

@@ -335,7 +335,5 @@ class BaseAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {"num_heads": self.num_heads, "dropout": self.dropout, "seed": self.seed}
-        )
+        config.update({"num_heads": self.num_heads, "dropout": self.dropout, "seed": self.seed})
         return config

@@ -264,6 +264,47 @@ class BaseDecoder(keras.layers.Layer):
                 symbols = "(batch, T_dec)" if name.startswith("target") else ("(batch, T_enc)")
                 raise _shape_error(name, f"{symbols}={shape_str(expected)}", shape)
 
+    def _check_step_input(self, target_embedding, decode_state):
+        """Shape checks of `step`: one embedding per sentence of the state."""
+        shape = tuple(target_embedding.shape)
+        batch = tuple(decode_state["h"].shape)[0]
+        if len(shape) != 2 or not _same(shape[0], batch) or not _same(shape[1], self.embedding_dim):
+            raise _shape_error(
+                "target_embedding",
+                f"(batch, d_emb)=({batch}, {self.embedding_dim}): one embedding "
+                "per sentence of the decode state, for one step",
+                shape,
+            )
+
+    def _check_override(self, override, target_shape, memory_shape):
+        """A fixed override has the shape of the weights: (batch, T_dec, T_enc)."""
+        if override is None or isinstance(override, str):
+            if isinstance(override, str) and override not in _OVERRIDES:
+                raise ValueError(
+                    "Invalid value for argument `attention_override`. Expected "
+                    f"None, one of {_OVERRIDES} or fixed weights. Received: "
+                    f"attention_override={override!r}"
+                )
+            return
+        expected = (target_shape[0], target_shape[1], memory_shape[1])
+        shape = tuple(override.shape)
+        if len(shape) != 3 or not all(_same(a, b) for a, b in zip(shape, expected, strict=True)):
+            raise _shape_error(
+                "attention_override",
+                f"(batch, T_dec, T_enc)={shape_str(expected)}, like the weights",
+                shape,
+            )
+
+    def _check_attention_size(self):
+        """An attention layer built elsewhere must take queries of size units."""
+        query_dim = getattr(self.attention, "query_dim", None)
+        if query_dim is not None and query_dim != self.units:
+            raise ValueError(
+                "Invalid value for argument `attention`. Its queries are the "
+                f"decoder states, of size units={self.units}, but the layer was "
+                f"built for d_q={query_dim}. Pass a new (unbuilt) attention layer."
+            )
+
     def _as_state_tuple(self, state):
         if isinstance(state, (list, tuple)):
             states = tuple(state)
@@ -299,6 +340,7 @@ class BaseDecoder(keras.layers.Layer):
                 raise _shape_error(name, "with a known last dimension", shape)
         self.embedding_dim = int(target_embeddings_shape[-1])
         self.memory_dim = int(memory_shape[-1])
+        self._check_attention_size()
         self.build_decoder(self.embedding_dim, self.memory_dim)
         self.built = True
 
@@ -320,15 +362,15 @@ class BaseDecoder(keras.layers.Layer):
         Returns:
             A dict of tensors, each with the batch as first axis, for `step`.
         """
+        memory = ops.convert_to_tensor(memory)
+        self._check_inputs(
+            (memory.shape[0] if len(memory.shape) else None, None, self.embedding_dim),
+            memory.shape,
+            initial_state,
+            (None, memory_mask),
+        )
         memory = ops.cast(memory, self.compute_dtype)
         batch = ops.shape(memory)[0]
-        if initial_state is not None:
-            self._check_inputs(
-                (memory.shape[0], None, self.embedding_dim),
-                memory.shape,
-                initial_state,
-                (None, memory_mask),
-            )
         state = self._initial_state_tuple(initial_state, batch)
         if memory_mask is None:
             memory_mask = ops.ones(ops.shape(memory)[:2], dtype="bool")

@@ -26,12 +26,9 @@ def scan(step, init, xs):
     flat_init = [tf.convert_to_tensor(c) for c in keras.tree.flatten(init)]
     length = tf.shape(flat_xs[0])[0]
     xs_arrays = [
-        tf.TensorArray(x.dtype, size=length, element_shape=x.shape[1:]).unstack(x)
-        for x in flat_xs
+        tf.TensorArray(x.dtype, size=length, element_shape=x.shape[1:]).unstack(x) for x in flat_xs
     ]
-    ys_arrays = [
-        tf.TensorArray(c.dtype, size=length, element_shape=c.shape) for c in flat_init
-    ]
+    ys_arrays = [tf.TensorArray(c.dtype, size=length, element_shape=c.shape) for c in flat_init]
 
     def body(t, carry, ys_arrays):
         x = keras.tree.pack_sequence_as(xs, [a.read(t) for a in xs_arrays])

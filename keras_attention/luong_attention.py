@@ -195,9 +195,7 @@ class LuongAttention(BaseAttention):
                 "score_mode": self.score_mode,
                 "units": self.units,
                 "use_scale": self.use_scale,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             }
         )
         return config

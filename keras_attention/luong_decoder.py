@@ -102,6 +102,7 @@ class LuongDecoder(BaseDecoder):
             initial_state,
             (target_embeddings_mask, memory_mask),
         )
+        self._check_override(attention_override, target_embeddings.shape, memory.shape)
         dtype = self.compute_dtype
         target_embeddings = ops.cast(target_embeddings, dtype)
         memory = ops.cast(memory, dtype)
@@ -200,6 +201,7 @@ class LuongDecoder(BaseDecoder):
             `(output, weights, decode_state)`: h̃_t (batch, output_units),
             weights (batch, T_enc), the next state.
         """
+        self._check_step_input(target_embedding, decode_state)
         prev = self._decode_state_tuple(decode_state)
         embedding = ops.cast(target_embedding, self.compute_dtype)
         x = self._cell_input_projection(embedding)

@@ -9,8 +9,9 @@ from keras_attention.masking import masked_softmax
 class MaskedSoftmax(keras.layers.Layer):
     """Softmax that gives masked positions exactly 0 weight.
 
-    Unlike `keras.layers.Softmax`, a row in which every position is masked gives
-    all zeros instead of a uniform distribution, and the result is never NaN.
+    A row in which every position is masked gives all zeros (not the uniform
+    distribution over padding that `keras.layers.Attention` produces), and the
+    result is never NaN.
     Under a mixed-precision policy the softmax is computed in float32 and cast
     back to the compute dtype.
 

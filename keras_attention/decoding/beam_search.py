@@ -118,9 +118,7 @@ def beam_search(
     # Row r of the tiled batch copies entry r // K; a gather keeps the
     # trailing static shape, which a reshape of a tile would lose.
     tile_index = tf.range(rows) // beam_width  # (B*K,)
-    initial_state = tf.nest.map_structure(
-        lambda x: tf.gather(x, tile_index), initial_state
-    )
+    initial_state = tf.nest.map_structure(lambda x: tf.gather(x, tile_index), initial_state)
     if source_mask is None:
         coverage_mask = tf.ones([rows, source_length], tf.bool)
     else:
@@ -181,12 +179,8 @@ def beam_search(
         # The length and the coverage depend on the parent only.
         parent_lengths = lengths + tf.cast(tf.logical_not(finished), tf.int32)
         parent_coverage = coverage + weights  # (B*K, T_src)
-        ends = tf.logical_or(
-            finished[:, None], tf.equal(vocab, end_token)[None, :]
-        )  # (B*K, V)
-        candidate_scores = ranking_score(
-            candidate_log_probs, parent_lengths, parent_coverage, ends
-        )
+        ends = tf.logical_or(finished[:, None], tf.equal(vocab, end_token)[None, :])  # (B*K, V)
+        candidate_scores = ranking_score(candidate_log_probs, parent_lengths, parent_coverage, ends)
 
         candidate_scores = tf.reshape(
             candidate_scores, [batch_size, beam_width * vocab_size]

@@ -59,9 +59,7 @@ def greedy_search(
     batch_size = tf.shape(start_tokens)[0]
 
     def cond(step, tokens, state, log_probs, lengths, finished, out, attn):
-        return tf.logical_and(
-            step < max_length, tf.logical_not(tf.reduce_all(finished))
-        )
+        return tf.logical_and(step < max_length, tf.logical_not(tf.reduce_all(finished)))
 
     def body(step, tokens, state, log_probs, lengths, finished, out, attn):
         logits, weights, new_state = step_fn(tokens, state)

@@ -50,24 +50,12 @@ SPLITS = tuple(SPLIT_SIZES)
 
 # sha256 of the gzipped files as published under BASE_URL.
 SHA256 = {
-    "test_2016_flickr.en.gz": (
-        "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9"
-    ),
-    "test_2016_flickr.fr.gz": (
-        "6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90"
-    ),
-    "test_2017_flickr.en.gz": (
-        "76a444ee25172e72695cddb13ae4a3bda59430617be88e0bb46b60504f054074"
-    ),
-    "test_2017_flickr.fr.gz": (
-        "3ba671ceb2299f3304ffafefea7a833d08632fbaf0ba18546f8a2ec2391af496"
-    ),
-    "test_2017_mscoco.en.gz": (
-        "aab300bfb4427697987e02cd0aacd44bfe8aa50456231b6474c08038bbed2b58"
-    ),
-    "test_2017_mscoco.fr.gz": (
-        "754f3072ba9f124569ba5258b32730fc1d214bbf8e0c6dfb2b74401676220db0"
-    ),
+    "test_2016_flickr.en.gz": ("611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9"),
+    "test_2016_flickr.fr.gz": ("6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90"),
+    "test_2017_flickr.en.gz": ("76a444ee25172e72695cddb13ae4a3bda59430617be88e0bb46b60504f054074"),
+    "test_2017_flickr.fr.gz": ("3ba671ceb2299f3304ffafefea7a833d08632fbaf0ba18546f8a2ec2391af496"),
+    "test_2017_mscoco.en.gz": ("aab300bfb4427697987e02cd0aacd44bfe8aa50456231b6474c08038bbed2b58"),
+    "test_2017_mscoco.fr.gz": ("754f3072ba9f124569ba5258b32730fc1d214bbf8e0c6dfb2b74401676220db0"),
     "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
     "train.fr.gz": "622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c",
     "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
@@ -167,9 +155,7 @@ def read_parallel(
     pairs = []
     skipped_empty = 0
     skipped_long = 0
-    for number, (src_raw, tgt_raw) in enumerate(
-        zip(src_lines, tgt_lines, strict=True), start=1
-    ):
+    for number, (src_raw, tgt_raw) in enumerate(zip(src_lines, tgt_lines, strict=True), start=1):
         src = _decode(src_raw, src_path, number)
         tgt = _decode(tgt_raw, tgt_path, number)
         if not src or not tgt:
@@ -214,9 +200,7 @@ def multi30k_paths(
     names = [f"{split}.{lang}.gz" for split in splits for lang in LANGUAGES]
 
     if data_dir is not None:
-        paths = _local_paths(
-            names, Path(data_dir).expanduser(), "the data_dir argument"
-        )
+        paths = _local_paths(names, Path(data_dir).expanduser(), "the data_dir argument")
     elif os.environ.get(ENV_VAR):
         folder = Path(os.environ[ENV_VAR]).expanduser()
         paths = _local_paths(names, folder, f"the {ENV_VAR} environment variable")
@@ -233,10 +217,7 @@ def multi30k_paths(
             "Multi30k files do not match their published sha256 (corrupted or "
             "different files):\n  " + "\n  ".join(mismatches)
         )
-    return {
-        split: {lang: paths[f"{split}.{lang}.gz"] for lang in LANGUAGES}
-        for split in splits
-    }
+    return {split: {lang: paths[f"{split}.{lang}.gz"] for lang in LANGUAGES} for split in splits}
 
 
 def load_multi30k(
@@ -363,8 +344,7 @@ def _decode(line: bytes, path: str | os.PathLike, number: int) -> str:
         text = line.decode("utf-8")
     except UnicodeDecodeError as error:
         raise ValueError(
-            f"{path}, line {number}: invalid UTF-8 ({error.reason} at byte "
-            f"{error.start})."
+            f"{path}, line {number}: invalid UTF-8 ({error.reason} at byte {error.start})."
         ) from None
     if number == 1:
         text = text.removeprefix("\ufeff")

@@ -30,11 +30,38 @@ def make_strategy(name="one-device"):
                 '{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
                 '"task": {"type": "worker", "index": 0}}. Received: no TF_CONFIG'
             )
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        return _MultiWorkerMirroredStrategy()
     raise ValueError(
         f"Invalid value for argument `strategy`. Expected one of {STRATEGIES}. "
         f"Received: strategy={name!r}"
     )
+
+
+class _MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
+    """`MultiWorkerMirroredStrategy` whose `reduce` accepts what Keras 3 asks.
+
+    Keras 3's `fit` (TensorFlow backend) makes two calls that
+    `MirroredStrategy` accepts and the multi-worker strategy does not:
+
+    - it reduces its first input batch, a nest of per-replica tensors, in one
+      call, to learn the input shapes. `MirroredStrategy` maps over the nest;
+      this one fails with "Attempt to convert a value (PerReplica...) to a
+      Tensor". Mapped here: one all-reduce per input tensor, on every worker.
+    - it reduces each step's metric results, scalars, with `axis=0`, which
+      fails with "Invalid reduction dimension 0 for input with 0
+      dimensions". A scalar has no axis to average over; it is reduced
+      across replicas only (`axis=None`), the mean over all workers.
+    """
+
+    def reduce(self, reduce_op, value, axis):
+        parent = super()
+
+        def reduce_one(v):
+            local = v.values[0] if isinstance(v, tf.distribute.DistributedValues) else v
+            scalar = tf.convert_to_tensor(local).shape.rank == 0
+            return parent.reduce(reduce_op, v, None if scalar else axis)
+
+        return tf.nest.map_structure(reduce_one, value)
 
 
 def task_index():
@@ -70,7 +97,5 @@ def shard_by_data(dataset):
     part of every global batch.
     """
     options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.DATA
-    )
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return dataset.with_options(options)

@@ -58,7 +58,8 @@ def decode_corpus(
         sentences: list of source str.
         method: "greedy" or "beam".
         batch_size: sentences per batch.
-        beam_width, length_penalty: beam search only.
+        beam_width: beam search only.
+        length_penalty: beam search only.
         attention_override: greedy only; None, "uniform" or "permute".
         progress: show a Keras progress bar.
 
@@ -82,18 +83,14 @@ def decode_corpus(
         )
     else:
         search = tf.function(
-            lambda ids: translator.beam(
-                ids, beam_width=beam_width, length_penalty=length_penalty
-            ),
+            lambda ids: translator.beam(ids, beam_width=beam_width, length_penalty=length_penalty),
             input_signature=signature,
         )
     source = translator.source_tokenizer.tokenize(tf.constant(list(sentences)))
     lengths = source.row_lengths().numpy()
     order = np.argsort(lengths, kind="stable")  # similar lengths share a batch
     results = [None] * len(sentences)
-    bar = (
-        keras.utils.Progbar(len(sentences), unit_name="sentence") if progress else None
-    )
+    bar = keras.utils.Progbar(len(sentences), unit_name="sentence") if progress else None
     end_id = translator.target_tokenizer.end_id
     for begin in range(0, len(sentences), batch_size):
         index = order[begin : begin + batch_size]
@@ -130,9 +127,7 @@ def detokenize_output(text, lang="fr"):
 def moses_lowercase(sentences, lang="fr"):
     """Lowercased, Moses-tokenized text (the WMT17 multimodal scoring)."""
     tokenizer = _moses_tokenizer(lang)
-    return [
-        tokenizer.tokenize(s.lower(), return_str=True, escape=False) for s in sentences
-    ]
+    return [tokenizer.tokenize(s.lower(), return_str=True, escape=False) for s in sentences]
 
 
 def score(hypotheses, references, lang="fr"):

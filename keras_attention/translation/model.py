@@ -32,9 +32,7 @@ def make_decoder(attention, units, cell_type="gru", input_feeding=True, seed=Non
     """The decoder layer for an attention name of `ATTENTIONS` (not "none")."""
     if attention == "bahdanau":
         layer = BahdanauAttention(units, name="attention")
-        return BahdanauDecoder(
-            units, layer, cell_type=cell_type, seed=seed, name=DECODER
-        )
+        return BahdanauDecoder(units, layer, cell_type=cell_type, seed=seed, name=DECODER)
     if attention.startswith("luong-"):
         layer = LuongAttention(score_mode=attention[len("luong-") :], name="attention")
         return LuongDecoder(

@@ -82,8 +82,7 @@ def make_dataset(
         if (
             not bucket_boundaries
             or any(
-                isinstance(b, bool) or not isinstance(b, int) or b < 1
-                for b in bucket_boundaries
+                isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in bucket_boundaries
             )
             or list(bucket_boundaries) != sorted(set(bucket_boundaries))
         ):
@@ -120,9 +119,7 @@ def make_dataset(
     # shuffle after it reorders them again at every pass.
     source = tf.cast(src_tokenizer.tokenize(src_texts), tf.int32)  # (N, None)
     target = tf.cast(tgt_tokenizer.tokenize(tgt_texts), tf.int32)  # (N, None)
-    frame = functools.partial(
-        _frame, start_id=tgt_tokenizer.start_id, end_id=tgt_tokenizer.end_id
-    )
+    frame = functools.partial(_frame, start_id=tgt_tokenizer.start_id, end_id=tgt_tokenizer.end_id)
     dataset = tf.data.Dataset.from_tensor_slices((source, target))
     dataset = dataset.map(frame).cache()
     if shuffle:

@@ -183,9 +183,7 @@ class SubwordTokenizer(tf.Module):
         """NFKC and (if `lower_case`) lowercase. (batch,) string -> (batch,)."""
         return _normalize(strings, self._lower_case)
 
-    @tf.function(
-        input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.bool)]
-    )
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.bool)])
     def tokenize(self, strings, add_start_end=False):
         """Text to subword ids.
 
@@ -198,9 +196,7 @@ class SubwordTokenizer(tf.Module):
         """
         return self._ids(_normalize(strings, self._lower_case), add_start_end)
 
-    @tf.function(
-        input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.bool)]
-    )
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.bool)])
     def tokenize_normalized(self, strings, add_start_end=False):
         """`tokenize` for text already normalized (`normalize_text`, `normalize`).
 
@@ -335,9 +331,7 @@ class SubwordTokenizer(tf.Module):
             "suffix_indicator": SUFFIX_INDICATOR,
             "vocab_size": self.vocab_size,
         }
-        (folder / CONFIG_FILE).write_text(
-            json.dumps(config, indent=2) + "\n", encoding="utf-8"
-        )
+        (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> SubwordTokenizer:
@@ -370,9 +364,7 @@ _DECIMAL = re.compile(r"(?<=\d) ([.,]) (?=\d)")
 _FR_APOSTROPHE = re.compile(rf"(?<={_WORD_CHAR}) (['’]) (?={_WORD_CHAR})")
 # English clitics: "woman ' s", "don ' t", "they ' re". Other apostrophes
 # ("dogs ' tails", quotes) are left to Moses' quote rules.
-_EN_APOSTROPHE = re.compile(
-    rf"(?<={_WORD_CHAR}) (['’]) (?=(?:s|t|re|ve|ll|d|m)\b)", re.IGNORECASE
-)
+_EN_APOSTROPHE = re.compile(rf"(?<={_WORD_CHAR}) (['’]) (?=(?:s|t|re|ve|ll|d|m)\b)", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=8)

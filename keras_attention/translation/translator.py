@@ -101,9 +101,7 @@ class Translator(tf.Module):
             state = dict(state, h=new[0])
         return self.logits(output), weights, state
 
-    def teacher_forced_logits(
-        self, source_ids, decoder_input_ids, attention_override=None
-    ):
+    def teacher_forced_logits(self, source_ids, decoder_input_ids, attention_override=None):
         """Logits (B, T, V) along given decoder inputs, optionally overriding
         the attention weights ("uniform", "permute" or fixed weights)."""
         source_ids = tf.convert_to_tensor(source_ids, tf.int32)
@@ -114,9 +112,7 @@ class Translator(tf.Module):
         targets = self.target_embedding(decoder_input_ids)
         target_mask = tf.not_equal(decoder_input_ids, 0)
         if not self.has_attention:
-            outputs = self.decoder(
-                targets, initial_state=initial, mask=target_mask, training=False
-            )
+            outputs = self.decoder(targets, initial_state=initial, mask=target_mask, training=False)
             return self.logits(outputs)
         outputs, _, _ = self.decoder(
             targets,
