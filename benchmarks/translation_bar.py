@@ -14,6 +14,9 @@ The runs themselves (about an hour of training each on a 2-core CPU):
         --run-dir runs/bahdanau --max-minutes 52
     python examples/translate_en_fr.py --data-dir DATA evaluate --run-dir runs/bahdanau
     python examples/translate_en_fr.py --data-dir DATA explain --run-dir runs/bahdanau
+    python examples/translate_en_fr.py --data-dir DATA evaluate --run-dir runs/bahdanau \
+        --methods greedy --splits test_2016_flickr --baseline-run-dir runs/none \
+        --heatmaps 1 --out-dir runs/bahdanau/eval_vs_none
 """
 
 import argparse
@@ -92,7 +95,7 @@ def build_report(run, baseline=None):
                 if scores is None:
                     continue
                 signature = signature or scores.get("bleu_signature")
-                target = TARGETS.get(split)
+                target = TARGETS.get(split) if name == config["attention"] else None
                 verdict = "—"
                 if target is not None:
                     met = scores["bleu_lc_tok"] >= target
@@ -103,13 +106,27 @@ def build_report(run, baseline=None):
                 )
     if signature:
         lines += ["", f"sacreBLEU signature (cased): `{signature}`"]
+    last = [float(r["val_loss"]) for r in history[-3:]]
+    lines += [
+        "",
+        f"What limits it: the {config['attention']} run stopped on its time budget, not "
+        f"on early stopping, while its validation loss was still falling (last epochs: "
+        + ", ".join(f"{v:.3f}" for v in last)
+        + f"). {len(history)} epochs fit in the budget on this 2-core CPU, which other "
+        "jobs shared during the run.",
+    ]
     curves = results.get("test_2016_flickr/bleu_by_length")
+    # `evaluate --baseline-run-dir` puts both models on one plot.
+    both = Path(run) / "eval_vs_none" / "results.json"
+    if both.exists():
+        curves = json.loads(both.read_text()).get("test_2016_flickr/bleu_by_length", curves)
     if curves:
         names = list(curves)
         lines += [
             "",
             "BLEU (lc, tok) by source length on test_2016_flickr, greedy "
-            "(plot: `eval/bleu_by_length.test_2016_flickr.png` in the run folder):",
+            "(plot: `docs/img/bleu_by_length.png`, written by `evaluate "
+            "--baseline-run-dir`):",
             "",
             "| English words | sentences | " + " | ".join(names) + " |",
             "|---|---|" + "---|" * len(names),
