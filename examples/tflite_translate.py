@@ -1,0 +1,292 @@
+"""English to French with the exported TFLite translator, as an app would run it.
+
+What it shows: everything on the device side, with only the LiteRT interpreter
+(`ai_edge_litert`), numpy and the standard library, no TensorFlow:
+
+- WordPiece tokenization in plain Python from `source_vocab.txt` and
+  `translator.json` (NFKC, lowercasing, whitespace and punctuation split,
+  greedy longest-match-first), giving the same ids as the training tokenizer
+  (tensorflow-text's `FastWordpieceTokenizer`);
+- the `translate` signature (greedy search inside the model), or, with
+  `--loop app`, the app's own greedy loop over `encode` and `decode_step`;
+- detokenization from `target_vocab.txt`.
+
+The output is the tokenizer's text: lowercased, with punctuation split off by
+spaces (`un homme fait du vélo .`); `--attention` adds, for each output piece,
+the source piece it attended to most.
+
+First export a trained run (see docs/export.md):
+
+    python -m keras_attention.translation.export runs/bahdanau exported
+    python examples/tflite_translate.py exported/tflite "A man is riding a bike."
+    echo "Two dogs play in the snow." | python examples/tflite_translate.py exported/tflite
+
+Time on a 2-core CPU: about a second to start, then a few milliseconds per
+sentence for the default model. Prints one translation per line.
+"""
+
+import argparse
+import json
+import sys
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+from ai_edge_litert.interpreter import Interpreter
+
+CONFIG_FILE = "translator.json"
+
+# Unicode's White_Space property: the characters FastWordpieceTokenizer splits
+# words on (Python's str.isspace() differs: it includes U+001C..U+001F).
+WHITE_SPACE = frozenset(
+    "\t\n\v\f\r \x85\xa0\u1680"
+    + "".join(chr(c) for c in range(0x2000, 0x200B))
+    + "\u2028\u2029\u202f\u205f\u3000"
+)
+# CJK ideographs, which BERT-style tokenizers make words of their own.
+CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+
+
+def is_punctuation(char):
+    """A character that becomes a word of its own: ASCII punctuation (so `$`, `+`,
+    `^` too), Unicode category P*, or a CJK ideograph."""
+    cp = ord(char)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    if unicodedata.category(char).startswith("P"):
+        return True
+    return any(low <= cp <= high for low, high in CJK_RANGES)
+
+
+class WordpieceTokenizer:
+    """The training tokenizer's twin in pure Python: text → ids → text.
+
+    Args:
+        vocab: list of tokens, id = index (reserved tokens first).
+        lower_case: bool, lowercase after NFKC.
+        reserved_ids: the ids of `[PAD]`, `[UNK]`, `[START]`, `[END]`, in order.
+        suffix_indicator: prefix of a piece that continues a word.
+        max_bytes_per_word: a longer word (UTF-8) becomes one `[UNK]`.
+    """
+
+    def __init__(
+        self,
+        vocab,
+        lower_case,
+        reserved_ids=(0, 1, 2, 3),
+        suffix_indicator="##",
+        max_bytes_per_word=100,
+    ):
+        self.vocab = list(vocab)
+        self.ids = {token: i for i, token in enumerate(self.vocab)}
+        self.lower_case = lower_case
+        self.pad_id, self.unk_id, self.start_id, self.end_id = reserved_ids
+        self.suffix_indicator = suffix_indicator
+        self.max_bytes_per_word = max_bytes_per_word
+        self.reserved = len(reserved_ids)
+
+    @classmethod
+    def from_export(cls, folder, side):
+        """The tokenizer of `side` ("source" or "target") of an exported folder."""
+        folder = Path(folder)
+        config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+        entry = config[side]
+        vocab = (folder / entry["vocab_file"]).read_text(encoding="utf-8").split("\n")
+        if vocab and vocab[-1] == "":
+            vocab.pop()
+        return cls(
+            vocab,
+            lower_case=entry["lower_case"],
+            reserved_ids=(
+                config["pad_id"],
+                config["unk_id"],
+                config["start_id"],
+                config["end_id"],
+            ),
+            suffix_indicator=config["suffix_indicator"],
+            max_bytes_per_word=config["max_bytes_per_word"],
+        )
+
+    def normalize(self, text):
+        """NFKC, then lowercasing (full Unicode case mapping, as ICU's)."""
+        text = unicodedata.normalize("NFKC", text)
+        return text.lower() if self.lower_case else text
+
+    def words(self, text):
+        """Splits normalized text on white space and around punctuation."""
+        words, current = [], []
+        for char in text:
+            if char in WHITE_SPACE or is_punctuation(char):
+                if current:
+                    words.append("".join(current))
+                    current = []
+                if char not in WHITE_SPACE:
+                    words.append(char)
+            else:
+                current.append(char)
+        if current:
+            words.append("".join(current))
+        return words
+
+    def word_ids(self, word):
+        """Greedy longest-match-first pieces of one word; one `[UNK]` if it fails."""
+        if len(word.encode("utf-8")) > self.max_bytes_per_word:
+            return [self.unk_id]
+        ids, start = [], 0
+        while start < len(word):
+            prefix = self.suffix_indicator if start else ""
+            for end in range(len(word), start, -1):
+                piece = self.ids.get(prefix + word[start:end])
+                if piece is not None:
+                    ids.append(piece)
+                    start = end
+                    break
+            else:
+                return [self.unk_id]
+        return ids
+
+    def tokenize(self, text):
+        """Raw text → list of ids (no `[START]` / `[END]`)."""
+        return [i for word in self.words(self.normalize(text)) for i in self.word_ids(word)]
+
+    def detokenize(self, ids):
+        """Ids → text: stops at `[END]`, drops reserved ids, glues `##` pieces."""
+        words = []
+        for i in ids:
+            i = int(i)
+            if i == self.end_id:
+                break
+            if i < self.reserved or i >= len(self.vocab):
+                continue
+            token = self.vocab[i]
+            if token.startswith(self.suffix_indicator) and words:
+                words[-1] += token[len(self.suffix_indicator) :]
+            else:
+                words.append(token)
+        return " ".join(words)
+
+    def pieces(self, ids):
+        return [self.vocab[int(i)] for i in ids]
+
+
+class LiteTranslator:
+    """Runs an exported `.tflite` translator.
+
+    Args:
+        folder: the export's `tflite/` folder.
+        variant: "float32", "float16" or "int8".
+        num_threads: interpreter threads.
+    """
+
+    def __init__(self, folder, variant="float32", num_threads=1):
+        folder = Path(folder)
+        self.config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+        model = folder / self.config["models"][variant]
+        self.interpreter = Interpreter(model_path=str(model), num_threads=num_threads)
+        self.source = WordpieceTokenizer.from_export(folder, "source")
+        self.target = WordpieceTokenizer.from_export(folder, "target")
+        self._translate = self.interpreter.get_signature_runner("translate")
+        self._encode = self.interpreter.get_signature_runner("encode")
+        self._decode_step = self.interpreter.get_signature_runner("decode_step")
+
+    def translate_ids(self, source_ids):
+        """Source ids → (output ids without `[END]`, attention (len, S)), with
+        the `translate` signature: the greedy loop runs inside the model."""
+        if not source_ids:
+            return [], np.zeros((0, 0), np.float32)
+        out = self._translate(source_ids=np.array([source_ids], np.int32))
+        n = int(out["lengths"][0])
+        tokens = out["tokens"][0, :n].tolist()
+        if tokens and tokens[-1] == self.target.end_id:
+            n -= 1
+        return tokens[:n], out["attention"][0, :n]
+
+    def encode(self, source_ids):
+        """Source ids → the decoder's first state, a dict of named arrays."""
+        return self._encode(source_ids=np.array([source_ids], np.int32))
+
+    def decode_step(self, token, state):
+        """Previous token, state → (logits (V,), attention (S,), next state)."""
+        out = self._decode_step(token=np.array([token], np.int32), **state)
+        # Only the recurrent entries change; memory and mask stay as they are.
+        state = dict(state)
+        for name in self.config["decode_state"]["recurrent"]:
+            state[name] = out[name]
+        return out["logits"][0], out["attention"][0], state
+
+    def translate_ids_app_loop(self, source_ids):
+        """`translate_ids` with the greedy loop here, over `encode` and
+        `decode_step`: the place for an app's own search."""
+        if not source_ids:
+            return [], np.zeros((0, 0), np.float32)
+        state = self.encode(source_ids)
+        max_length = self.config["max_length"] or 2 * len(source_ids) + 10
+        token, tokens, attention = self.target.start_id, [], []
+        for _ in range(max_length):
+            logits, weights, state = self.decode_step(token, state)
+            token = int(np.argmax(logits))
+            if token == self.target.end_id:
+                break
+            tokens.append(token)
+            attention.append(weights)
+        return tokens, np.array(attention, np.float32).reshape(len(tokens), len(source_ids))
+
+    def translate(self, sentence, app_loop=False):
+        """English text → (French text, source pieces, output pieces, attention)."""
+        source_ids = self.source.tokenize(sentence)
+        run = self.translate_ids_app_loop if app_loop else self.translate_ids
+        tokens, attention = run(source_ids)
+        return (
+            self.target.detokenize(tokens),
+            self.source.pieces(source_ids),
+            self.target.pieces(tokens),
+            attention,
+        )
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("tflite_dir", help="the export's tflite/ folder")
+    parser.add_argument("sentences", nargs="*", help="English sentences (default: stdin)")
+    parser.add_argument("--variant", choices=("float32", "float16", "int8"), default="int8")
+    parser.add_argument("--threads", type=int, default=1, help="interpreter threads")
+    parser.add_argument(
+        "--loop",
+        choices=("model", "app"),
+        default="model",
+        help="greedy loop inside the model (`translate`) or here (`encode`, `decode_step`)",
+    )
+    parser.add_argument(
+        "--attention", action="store_true", help="show the most attended source piece"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    translator = LiteTranslator(args.tflite_dir, args.variant, args.threads)
+    sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
+    outputs = []
+    for sentence in sentences:
+        text, source, target, attention = translator.translate(sentence, args.loop == "app")
+        outputs.append(text)
+        print(text)
+        if args.attention:
+            for piece, row in zip(target, attention, strict=True):
+                print(f"    {piece:>12} <- {source[int(np.argmax(row))]}")
+    return outputs
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,532 @@
+"""Exports a trained translator: a SavedModel for servers, builtin-only TFLite for phones.
+
+    python -m keras_attention.translation.export RUN_DIR OUT_DIR
+
+writes
+
+    OUT_DIR/
+      export.json                     what was exported, from which run, with what settings
+      saved_model/1/                  TensorFlow Serving layout (model name / version)
+      tflite/
+        translator_float32.tflite     builtin ops only (no Flex, no custom ops)
+        translator_float16.tflite     float16 weights
+        translator_int8.tflite        dynamic-range int8 weights
+        source_vocab.txt              one WordPiece token per line, id = line number
+        target_vocab.txt
+        translator.json               reserved ids, normalization, lowercasing,
+                                      signatures and decoder-state names
+
+The SavedModel is text in, text out. Its `serving_default` signature takes a
+batch of English sentences (tf.string, shape (batch,)) and tokenizes them
+(tensorflow-text), decodes greedily and detokenizes inside the graph; `beam`
+does the same with beam search. The output `translation` is the tokenizer's
+text: lowercased (for a lowercasing vocabulary) with punctuation split off by
+spaces, `"un homme fait du vélo ."`; `keras_attention.translation.postprocess`
+turns it into ordinary text on the host if wanted. Loading needs TensorFlow and
+`import tensorflow_text` (which registers the tokenizer ops), not
+keras_attention.
+
+The TFLite models hold ids in, ids out, in TFLite builtin ops only, with static
+batch 1 and a dynamic source length:
+
+- `translate(source_ids (1, S) int32)` → `tokens` (1, L), `lengths` (1,),
+  `log_probs` (1,), `attention` (1, L, S): the greedy loop runs inside the model
+  (a `WHILE`).
+- `encode(source_ids)` → the decoder's first state (named tensors, listed in
+  `translator.json`); the source mask is derived from the ids (0 = padding).
+- `decode_step(token (1,), **state)` → `logits` (1, V), `attention` (1, S) and
+  the new values of the recurrent state entries (`h`, and `c` / `attentional`
+  where the decoder has them); the other state entries stay as `encode` gave
+  them. For apps with their own loop (beam search, sampling, streaming).
+
+Tokenization happens on the device, in the app's language, from the vocabulary
+files and `translator.json` (`examples/tflite_translate.py` is a pure-Python
+version).
+
+Why the weights are frozen, and how: TFLite's converter keeps the weights that a
+`WHILE` body reads (the encoder GRU, the decoder step) as resource variables; the
+model then converts with builtin ops only but fails at `invoke()`
+(`READ_VARIABLE ... variable != nullptr`). Here the TFLite functions are traced
+inside a `keras.StatelessScope` that maps every variable of the model to a
+constant tensor of its current value: Keras layers read a variable through that
+mapping, so the traced functions capture constants and hold no variable at all.
+This uses only public API (`keras.StatelessScope`, the same mechanism as
+`Layer.stateless_call`), needs no graph rewriting (the private
+`convert_variables_to_constants_v2`) and leaves the Keras model untouched. The
+SavedModel keeps ordinary variables.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+
+from keras_attention.translation.tokenizer import RESERVED_TOKENS
+from keras_attention.translation.tokenizer import SUFFIX_INDICATOR
+from keras_attention.translation.translator import load_run
+
+VARIANTS = ("float32", "float16", "int8")
+SAVED_MODEL_DIR = "saved_model"
+TFLITE_DIR = "tflite"
+MANIFEST_FILE = "export.json"
+TFLITE_CONFIG_FILE = "translator.json"
+SOURCE_VOCAB_FILE = "source_vocab.txt"
+TARGET_VOCAB_FILE = "target_vocab.txt"
+# FastWordpieceTokenizer's default: a longer word becomes one [UNK].
+MAX_BYTES_PER_WORD = 100
+_FORMAT_VERSION = 1
+
+
+def tflite_filename(variant):
+    """`translator_{variant}.tflite`."""
+    return f"translator_{variant}.tflite"
+
+
+# ------------------------------------------------------------- SavedModel
+
+
+class ServingTranslator(tf.Module):
+    """Text in, text out: tokenization, search and detokenization in one graph.
+
+    Args:
+        translator: a `Translator` (its model keeps its variables).
+        max_length: int, the most output tokens (END included), or None for
+            `2 * S + 10` with S the longest source in the batch.
+        beam_width: int, the beam of the `beam` signature.
+        length_penalty: float, its GNMT length penalty.
+    """
+
+    def __init__(self, translator, max_length=None, beam_width=4, length_penalty=0.6):
+        super().__init__(name="serving_translator")
+        self.translator = translator
+        self.max_length = max_length
+        self.beam_width = beam_width
+        self.length_penalty = length_penalty
+
+    def _source_ids(self, sentences):
+        ragged = self.translator.source_tokenizer.tokenize(sentences)
+        return tf.cast(ragged.to_tensor(), tf.int32)  # (B, S), 0-padded
+
+    def _outputs(self, source_ids, result):
+        outputs = {
+            "translation": self.translator.target_tokenizer.detokenize(result["tokens"]),
+            "tokens": result["tokens"],  # (B, L)
+            "lengths": result["lengths"],  # (B,)
+            "log_probs": result["log_probs"],  # (B,)
+            "attention": result["attention"],  # (B, L, S)
+            "source_ids": source_ids,  # (B, S)
+        }
+        if "all_scores" in result:
+            outputs["scores"] = result["scores"]
+        return outputs
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    def greedy(self, sentences):
+        """(B,) English strings → dict: `translation` (B,) French strings, ..."""
+        source_ids = self._source_ids(sentences)
+        result = self.translator.greedy(source_ids, max_length=self.max_length)
+        return self._outputs(source_ids, result)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    def beam(self, sentences):
+        """`greedy` with beam search; adds `scores` (the ranking score)."""
+        source_ids = self._source_ids(sentences)
+        result = self.translator.beam(
+            source_ids,
+            beam_width=self.beam_width,
+            length_penalty=self.length_penalty,
+            max_length=self.max_length,
+        )
+        return self._outputs(source_ids, result)
+
+
+def export_saved_model(translator, path, max_length=None, beam_width=4, length_penalty=0.6):
+    """Writes the text-in, text-out SavedModel (signatures `serving_default`, `beam`).
+
+    Args:
+        translator: a `Translator`.
+        path: the SavedModel folder (e.g. `OUT_DIR/saved_model/1`).
+        max_length: see `ServingTranslator`.
+        beam_width: see `ServingTranslator`.
+        length_penalty: see `ServingTranslator`.
+
+    Returns:
+        `path`, as a `Path`.
+    """
+    module = ServingTranslator(translator, max_length, beam_width, length_penalty)
+    signatures = {
+        "serving_default": module.greedy.get_concrete_function(),
+        "beam": module.beam.get_concrete_function(),
+    }
+    tf.saved_model.save(module, str(path), signatures=signatures)
+    return Path(path)
+
+
+# ------------------------------------------------------------------ TFLite
+
+
+class LiteTranslator(tf.Module):
+    """The TFLite functions, traced with the model's weights as constants.
+
+    `translate`, `encode` and `decode_step` (see the module docstring) are
+    concrete functions with static batch 1 and a dynamic source length. Build
+    it once per model; the variables' values are read at construction.
+
+    Args:
+        translator: a `Translator`.
+        max_length: int or None (`2 * S + 10`), the most output tokens of
+            `translate`.
+    """
+
+    def __init__(self, translator, max_length=None):
+        super().__init__(name="lite_translator")
+        source_spec = tf.TensorSpec([1, None], tf.int32, name="source_ids")
+        # Each variable reads as a constant while the functions are traced: the
+        # traced graphs capture no variable (see the module docstring).
+        frozen = [(v, tf.constant(v.numpy())) for v in translator.model.variables]
+        with keras.StatelessScope(state_mapping=frozen):
+            self.translate = _concrete(_translate_fn(translator, max_length), [source_spec])
+            self.encode = _concrete(_encode_fn(translator), [source_spec])
+            state_specs = self.encode.structured_outputs
+            self.state_names = sorted(state_specs)
+            step_specs = [tf.TensorSpec([1], tf.int32, name="token")] + [
+                tf.TensorSpec(state_specs[k].shape, state_specs[k].dtype, name=k)
+                for k in self.state_names
+            ]
+            self.decode_step = _concrete(_decode_step_fn(translator, self.state_names), step_specs)
+        outputs = self.decode_step.structured_outputs
+        self.recurrent_names = sorted(set(outputs) - {"logits", "attention"})
+
+    def concrete_functions(self):
+        """`[translate, encode, decode_step]`, for the TFLite converter."""
+        return [self.translate, self.encode, self.decode_step]
+
+
+def _concrete(fn, specs):
+    return tf.function(fn, input_signature=specs, autograph=False).get_concrete_function()
+
+
+def _translate_fn(translator, max_length):
+    def translate(source_ids):
+        result = translator.greedy(source_ids, max_length=max_length)
+        return {k: result[k] for k in ("tokens", "lengths", "log_probs", "attention")}
+
+    return translate
+
+
+def _encode_fn(translator):
+    def encode(source_ids):
+        return dict(translator.encode(source_ids))
+
+    return encode
+
+
+def _decode_step_fn(translator, state_names):
+    # One positional argument per state entry: a TFLite signature's inputs are
+    # named after the TensorSpecs of flat arguments.
+    def decode_step(token, *values):
+        state = dict(zip(state_names, values, strict=True))
+        logits, weights, new_state = translator.step(token, state)
+        outputs = {"logits": logits, "attention": weights}  # (1, V), (1, S)
+        # Only what a step changes goes out (h, c, attentional); memory,
+        # processed keys and mask stay as `encode` gave them.
+        outputs.update({k: v for k, v in new_state.items() if v is not state[k]})
+        return outputs
+
+    return decode_step
+
+
+def convert(lite_translator, variant="float32"):
+    """Converts a `LiteTranslator` to a builtin-ops-only flatbuffer (bytes).
+
+    Args:
+        lite_translator: a `LiteTranslator`.
+        variant: "float32"; "float16" (float16 weights, dequantized at load);
+            "int8" (dynamic-range quantization: int8 weights, float
+            activations).
+    """
+    if variant not in VARIANTS:
+        raise ValueError(
+            f"Invalid value for argument `variant`. Expected one of {VARIANTS}. "
+            f"Received: variant={variant!r}"
+        )
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        lite_translator.concrete_functions(), lite_translator
+    )
+    # Builtins only: a Flex or custom op fails the conversion instead of
+    # slipping into the model.
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    converter.allow_custom_ops = False
+    if variant == "float16":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.target_spec.supported_types = [tf.float16]
+    elif variant == "int8":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    return converter.convert()
+
+
+def _tflite_config(translator, lite_translator, variants, max_length, attention=None):
+    """The dict of `translator.json`: what an app needs around the model."""
+    source = translator.source_tokenizer
+    target = translator.target_tokenizer
+    return {
+        "format_version": _FORMAT_VERSION,
+        "attention": attention,
+        "models": {v: tflite_filename(v) for v in variants},
+        "source": _tokenizer_config(source, SOURCE_VOCAB_FILE),
+        "target": _tokenizer_config(target, TARGET_VOCAB_FILE),
+        "reserved_tokens": list(RESERVED_TOKENS),
+        "pad_id": source.pad_id,
+        "unk_id": source.unk_id,
+        "start_id": target.start_id,
+        "end_id": target.end_id,
+        "suffix_indicator": SUFFIX_INDICATOR,
+        "unknown_token": RESERVED_TOKENS[source.unk_id],
+        "max_bytes_per_word": MAX_BYTES_PER_WORD,
+        "pre_tokenization": (
+            "split on Unicode White_Space, then make every punctuation character "
+            "(ASCII punctuation, Unicode category P*) and CJK ideograph a word of "
+            "its own, as tensorflow_text.FastWordpieceTokenizer does"
+        ),
+        "max_length": max_length,
+        "max_length_rule": "2 * source_length + 10" if max_length is None else None,
+        "signatures": {
+            "translate": {
+                "inputs": ["source_ids"],
+                "outputs": ["tokens", "lengths", "log_probs", "attention"],
+            },
+            "encode": {"inputs": ["source_ids"], "outputs": lite_translator.state_names},
+            "decode_step": {
+                "inputs": ["token", *lite_translator.state_names],
+                "outputs": ["logits", "attention", *lite_translator.recurrent_names],
+            },
+        },
+        "decode_state": {
+            "names": lite_translator.state_names,
+            "recurrent": lite_translator.recurrent_names,
+        },
+    }
+
+
+def _tokenizer_config(tokenizer, vocab_file):
+    return {
+        "vocab_file": vocab_file,
+        "vocab_size": tokenizer.vocab_size,
+        "normalization": "NFKC",
+        "lower_case": tokenizer.lower_case,
+    }
+
+
+def export_tflite(translator, folder, variants=VARIANTS, max_length=None, attention=None):
+    """Writes the TFLite variants, the vocabularies and `translator.json`.
+
+    Args:
+        translator: a `Translator`.
+        folder: the output folder (e.g. `OUT_DIR/tflite`), created if needed.
+        variants: a subset of `VARIANTS`.
+        max_length: see `LiteTranslator`.
+        attention: the run's attention name, recorded in `translator.json`.
+
+    Returns:
+        dict: variant → path of its `.tflite` file.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    lite = LiteTranslator(translator, max_length)
+    paths = {}
+    for variant in variants:
+        paths[variant] = folder / tflite_filename(variant)
+        paths[variant].write_bytes(convert(lite, variant))
+    for tokenizer, name in (
+        (translator.source_tokenizer, SOURCE_VOCAB_FILE),
+        (translator.target_tokenizer, TARGET_VOCAB_FILE),
+    ):
+        text = "".join(token + "\n" for token in tokenizer.vocab)
+        (folder / name).write_text(text, encoding="utf-8")
+    config = _tflite_config(translator, lite, variants, max_length, attention)
+    (folder / TFLITE_CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    return paths
+
+
+def tflite_operators(model):
+    """Operator names of a `.tflite` model, over all its subgraphs (loop bodies too).
+
+    Builtins by name ("FULLY_CONNECTED"); a custom operator, Flex ops included,
+    as "CUSTOM:<code>" ("CUSTOM:FlexStringLower"). Needs `ai_edge_litert`.
+
+    Args:
+        model: path of a `.tflite` file, or its bytes.
+
+    Returns:
+        dict: operator name → number of uses.
+    """
+    try:
+        from ai_edge_litert import schema_py_generated as schema
+    except ImportError as error:
+        raise ImportError(
+            "Listing TFLite operators needs ai-edge-litert: "
+            "`pip install keras-attention[examples]`."
+        ) from error
+    data = model if isinstance(model, bytes | bytearray) else Path(model).read_bytes()
+    root = schema.Model.GetRootAs(data, 0)
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    codes = []
+    for i in range(root.OperatorCodesLength()):
+        code = root.OperatorCodes(i)
+        # Codes above 127 live in `builtin_code`; older files use the int8 field.
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        if builtin == schema.BuiltinOperator.CUSTOM:
+            codes.append(f"CUSTOM:{code.CustomCode().decode()}")
+        else:
+            codes.append(names.get(builtin, f"BUILTIN_{builtin}"))
+    counts = {}
+    for s in range(root.SubgraphsLength()):
+        subgraph = root.Subgraphs(s)
+        for j in range(subgraph.OperatorsLength()):
+            name = codes[subgraph.Operators(j).OpcodeIndex()]
+            counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+# ------------------------------------------------------------------ a run
+
+
+def export_run(
+    run_dir,
+    out_dir,
+    variants=VARIANTS,
+    max_length=None,
+    beam_width=4,
+    length_penalty=0.6,
+    saved_model=True,
+    version=1,
+):
+    """Exports a training run's model as a SavedModel and TFLite variants.
+
+    Args:
+        run_dir: a finished training run (model.keras, config.json,
+            source_vocab/, target_vocab/).
+        out_dir: the output folder (created; files of an earlier export are
+            replaced).
+        variants: the TFLite variants, a subset of `VARIANTS`; empty for none.
+        max_length: int, the most output tokens (END included), or None for
+            `2 * S + 10` (S: source length), which never cuts a Multi30k
+            sentence.
+        beam_width: the beam width of the SavedModel's `beam` signature.
+        length_penalty: its GNMT length penalty.
+        saved_model: bool, write the SavedModel.
+        version: int, the SavedModel's version folder (TensorFlow Serving).
+
+    Returns:
+        The manifest dict, also written to `out_dir/export.json`.
+
+    Raises:
+        FileNotFoundError: the run folder is incomplete (from `load_run`).
+        ValueError: an unknown variant.
+    """
+    variants = tuple(variants)
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise ValueError(
+            f"Invalid value for argument `variants`. Expected a subset of {VARIANTS}. "
+            f"Received: variants={variants!r}"
+        )
+    if max_length is not None and (
+        isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1
+    ):
+        raise ValueError(
+            "Invalid value for argument `max_length`. Expected a positive int or "
+            f"None. Received: max_length={max_length!r}"
+        )
+    translator, config = load_run(run_dir)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "format_version": _FORMAT_VERSION,
+        "run_dir": str(Path(run_dir).resolve()),
+        "attention": config.get("attention"),
+        "exported": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "max_length": max_length,
+    }
+    if saved_model:
+        path = out_dir / SAVED_MODEL_DIR / str(version)
+        if path.exists():
+            shutil.rmtree(path)
+        export_saved_model(translator, path, max_length, beam_width, length_penalty)
+        manifest["saved_model"] = {
+            "path": str(path.relative_to(out_dir)),
+            "signatures": ["serving_default", "beam"],
+            "beam_width": beam_width,
+            "length_penalty": length_penalty,
+        }
+    if variants:
+        folder = out_dir / TFLITE_DIR
+        paths = export_tflite(translator, folder, variants, max_length, config.get("attention"))
+        manifest["tflite"] = {
+            v: {"path": str(p.relative_to(out_dir)), "bytes": p.stat().st_size}
+            for v, p in paths.items()
+        }
+    (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_attention.translation.export",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("run_dir", help="a finished training run (examples/translate_en_fr.py)")
+    parser.add_argument("out_dir", help="output folder")
+    parser.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="comma-separated TFLite variants among %(default)s; '' for none",
+    )
+    parser.add_argument(
+        "--max-length",
+        type=int,
+        help="most output tokens, END included (default: 2 * source length + 10)",
+    )
+    parser.add_argument("--beam-width", type=int, default=4, help="SavedModel `beam`")
+    parser.add_argument("--length-penalty", type=float, default=0.6, help="SavedModel `beam`")
+    parser.add_argument("--no-saved-model", action="store_true", help="TFLite only")
+    parser.add_argument("--version", type=int, default=1, help="SavedModel version folder")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    variants = tuple(v for v in args.variants.split(",") if v)
+    try:
+        manifest = export_run(
+            args.run_dir,
+            args.out_dir,
+            variants=variants,
+            max_length=args.max_length,
+            beam_width=args.beam_width,
+            length_penalty=args.length_penalty,
+            saved_model=not args.no_saved_model,
+            version=args.version,
+        )
+    except (FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if "saved_model" in manifest:
+        print(f"SavedModel: {os.path.join(args.out_dir, manifest['saved_model']['path'])}")
+    for variant, info in manifest.get("tflite", {}).items():
+        path = os.path.join(args.out_dir, info["path"])
+        print(f"TFLite {variant}: {path} ({info['bytes'] / 1e6:.2f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
