@@ -1,0 +1,101 @@
+"""Writes a benchmark's table into docs/benchmarks.md, one section per benchmark.
+
+A section runs from its `## Title` line to the next `## ` line. Writing a
+section replaces the one of the same title, or appends it, and leaves every
+other section as it was, so benchmarks can be rerun one at a time.
+"""
+
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from datetime import datetime
+from datetime import timezone
+
+DOCS = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "benchmarks.md")
+HEADER = (
+    "# Benchmarks\n\n"
+    "Measured by the scripts under `benchmarks/`, which write their own section "
+    "here. Speeds depend on the machine and on whatever else runs on it: compare "
+    "the ratios within one table, measured in the same run.\n"
+)
+
+
+def command_line(argv=None):
+    """The command that ran this process, as a user would type it."""
+    argv = sys.argv if argv is None else argv
+    script = os.path.relpath(argv[0]) if argv else ""
+    return " ".join(shlex.quote(a) for a in ["python", script, *argv[1:]])
+
+
+def machine_description():
+    """E.g. "2-core CPU, no GPU (x86_64, Linux)": cores and whether a GPU is used."""
+    cores = os.cpu_count()
+    try:
+        import tensorflow as tf
+
+        gpus = tf.config.list_logical_devices("GPU")
+    except ImportError:
+        gpus = []
+    accelerator = f"{len(gpus)} GPU" if gpus else "no GPU"
+    return f"{cores}-core CPU, {accelerator} ({platform.machine()}, {platform.system()})"
+
+
+def versions():
+    import keras
+    import tensorflow as tf
+
+    return (
+        f"Python {platform.python_version()}, TensorFlow {tf.__version__}, "
+        f"Keras {keras.__version__}"
+    )
+
+
+def today():
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def git_revision():
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
+
+
+def replace_section(text, title, body):
+    """`text` with the section `## title` replaced by `body` (or appended)."""
+    heading = f"## {title}"
+    section = f"{heading}\n\n{body.strip()}\n"
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == heading), None)
+    if start is None:
+        text = text.rstrip("\n")
+        return (text + "\n\n" if text else "") + section
+    end = next(
+        (i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
+        len(lines),
+    )
+    after = "".join(lines[end:])
+    before = "".join(lines[:start])
+    return before + section + ("\n" + after if after else "")
+
+
+def write_section(title, body, path=DOCS):
+    """Replaces or appends the section `## title` of `path` (created if absent)."""
+    path = os.path.normpath(path)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    else:
+        text = HEADER
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(replace_section(text, title, body))
+    return path
