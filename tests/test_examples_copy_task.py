@@ -1,0 +1,69 @@
+"""The copy-task example: its data, its buckets and a tiny end-to-end run."""
+
+import importlib.util
+import pathlib
+
+import numpy as np
+import pytest
+
+EXAMPLE = pathlib.Path(__file__).parent.parent / "examples" / "copy_task.py"
+
+
+@pytest.fixture(scope="module")
+def copy_task():
+    spec = importlib.util.spec_from_file_location("copy_task", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    "low, high, expected",
+    [
+        (5, 80, [(5, 10)] + [(10 * k + 1, 10 * k + 10) for k in range(1, 8)]),
+        (5, 12, [(5, 10), (11, 12)]),
+        (10, 25, [(10, 10), (11, 20), (21, 25)]),
+    ],
+)
+def test_length_buckets_cover_every_length_once(copy_task, low, high, expected):
+    assert copy_task.length_buckets(low, high) == expected
+
+
+def test_batches_copy_the_source_between_start_and_end(copy_task):
+    rng = np.random.default_rng(0)
+    batches = copy_task.make_batches(
+        rng, num_batches=6, batch_size=4, min_length=3, max_length=9, symbols=7
+    )
+    for source, decoder_input, target in batches:
+        length = source.shape[1]
+        assert 3 <= length <= 9
+        assert decoder_input.shape == target.shape == (4, length + 1)
+        np.testing.assert_array_equal(decoder_input[:, 0], copy_task.START)
+        np.testing.assert_array_equal(decoder_input[:, 1:], source)
+        np.testing.assert_array_equal(target[:, :-1], source)
+        np.testing.assert_array_equal(target[:, -1], copy_task.END)
+        assert source.min() >= copy_task.FIRST_SYMBOL
+        assert source.max() < copy_task.FIRST_SYMBOL + 7
+
+
+def test_quick_run_prints_both_models_and_saves_the_plot(copy_task, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    plot = tmp_path / "img" / "copy_task.png"
+    result = copy_task.main(["--quick", "--seed", "3", "--plot", str(plot)])
+    out = capsys.readouterr().out
+
+    header = next(line for line in out.splitlines() if line.startswith("| length"))
+    assert "no attention" in header and "| attention |" in header
+    rows = [line for line in out.splitlines() if line.startswith("| 5-10 |")]
+    assert len(rows) == 1
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert len(cells) == 3 and all(c.endswith("%") for c in cells[1:])
+    assert "| 11-12 |" in out
+
+    assert set(result["accuracy"]) == {"no attention", "attention"}
+    for accuracies in result["accuracy"].values():
+        assert len(accuracies) == len(result["buckets"])
+        assert all(0.0 <= a <= 1.0 for a in accuracies)
+
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot.stat().st_size > 10_000
