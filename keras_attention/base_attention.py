@@ -9,20 +9,10 @@ batch, T_q, T_v, d_q, d_k, d_v, units.
 import keras
 from keras import ops
 
+from keras_attention.masking import dims_compatible as _same
 from keras_attention.masking import masked_softmax
+from keras_attention.masking import shape_error as _arg_error
 from keras_attention.masking import shape_str
-
-
-def _arg_error(name, expected, shape, why=""):
-    why = f" {why}" if why else ""
-    return ValueError(
-        f"Invalid value for argument `{name}`. Expected shape {expected}.{why} "
-        f"Received: {name}.shape={shape_str(shape)}"
-    )
-
-
-def _same(a, b):
-    return a is None or b is None or a == b
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -13,22 +13,12 @@ import keras
 from keras import ops
 
 from keras_attention.base_attention import BaseAttention
+from keras_attention.masking import dims_compatible as _same
+from keras_attention.masking import shape_error as _shape_error
 from keras_attention.masking import shape_str
 
 _CELL_TYPES = ("gru", "lstm")
 _OVERRIDES = ("uniform", "permute")
-
-
-def _shape_error(name, expected, shape, why=""):
-    why = f" {why}" if why else ""
-    return ValueError(
-        f"Invalid value for argument `{name}`. Expected shape {expected}.{why} "
-        f"Received: {name}.shape={shape_str(shape)}"
-    )
-
-
-def _same(a, b):
-    return a is None or b is None or a == b
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -38,6 +38,20 @@ def shape_str(shape):
     return "(" + ", ".join("None" if d is None else str(d) for d in shape) + ")"
 
 
+def shape_error(name, expected, shape, why=""):
+    """The `ValueError` of a tensor with the wrong shape, in Keras' form."""
+    why = f" {why}" if why else ""
+    return ValueError(
+        f"Invalid value for argument `{name}`. Expected shape {expected}.{why} "
+        f"Received: {name}.shape={shape_str(shape)}"
+    )
+
+
+def dims_compatible(a, b):
+    """Whether two static dimensions can be equal (None matches anything)."""
+    return a is None or b is None or a == b
+
+
 def check_mask_shape(mask, scores_shape, name="mask"):
     """Raises unless `mask` has the rank of the scores and compatible sizes.
 
