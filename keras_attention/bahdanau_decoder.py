@@ -86,34 +86,20 @@ class BahdanauDecoder(BaseDecoder):
         attention_override=None,
         training=None,
     ):
-        self._check_inputs(
-            target_embeddings.shape,
-            memory.shape,
+        prepared = self._sequence_inputs(
+            target_embeddings,
+            memory,
             initial_state,
-            (target_embeddings_mask, memory_mask),
+            target_embeddings_mask,
+            memory_mask,
+            attention_override,
         )
-        self._check_override(attention_override, target_embeddings.shape, memory.shape)
+        target_embeddings = prepared["target_embeddings"]
+        memory = prepared["memory"]
+        processed_keys = prepared["processed_keys"]
+        step_mask = prepared["step_mask"]
+        fixed, mode = prepared["fixed"], prepared["mode"]
         dtype = self.compute_dtype
-        target_embeddings = ops.cast(target_embeddings, dtype)
-        memory = ops.cast(memory, dtype)
-        batch = ops.shape(memory)[0]
-        steps = ops.shape(target_embeddings)[1]
-        t_enc = ops.shape(memory)[1]
-        state = self._initial_state_tuple(initial_state, batch)
-        processed_keys = self.attention.precompute_keys(memory)  # once per batch
-        x_projected = self._cell_input_projection(target_embeddings)  # (B, T, G·u)
-        if target_embeddings_mask is None:
-            step_mask = ops.ones((batch, steps), dtype="bool")
-        else:
-            step_mask = ops.cast(target_embeddings_mask, "bool")
-        fixed = None if isinstance(attention_override, str) else attention_override
-        xs = {
-            "x": ops.transpose(x_projected, (1, 0, 2)),  # (T, B, G·u)
-            "mask": ops.transpose(step_mask, (1, 0)),  # (T, B)
-        }
-        if fixed is not None:
-            xs["override"] = ops.transpose(ops.cast(fixed, dtype), (1, 0, 2))
-        mode = attention_override if isinstance(attention_override, str) else None
 
         def step(carry, inputs):
             prev = carry["state"]
@@ -133,12 +119,13 @@ class BahdanauDecoder(BaseDecoder):
             carry = {"state": new, "context": context, "weights": weights}
             return carry, carry
 
+        batch = prepared["batch"]
         init = {
-            "state": state,
+            "state": prepared["state"],
             "context": ops.zeros((batch, self.memory_dim), dtype=dtype),
-            "weights": ops.zeros((batch, t_enc), dtype=dtype),
+            "weights": ops.zeros((batch, prepared["t_enc"]), dtype=dtype),
         }
-        last, stacked = scan(step, init, xs)
+        last, stacked = scan(step, init, prepared["xs"])
         states = ops.transpose(stacked["state"][0], (1, 0, 2))  # (B, T, units)
         contexts = ops.transpose(stacked["context"], (1, 0, 2))  # (B, T, d_h)
         weights = ops.transpose(stacked["weights"], (1, 0, 2))  # (B, T, T_enc)
@@ -182,33 +169,8 @@ class BahdanauDecoder(BaseDecoder):
         output = self.deep_output(ops.concatenate([new[0], context, embedding], -1))
         return output, weights, self._with_state(decode_state, new)
 
-    def compute_output_spec(
-        self,
-        target_embeddings,
-        memory,
-        initial_state=None,
-        target_embeddings_mask=None,
-        memory_mask=None,
-        attention_override=None,
-        training=None,
-    ):
-        self._check_inputs(
-            target_embeddings.shape,
-            memory.shape,
-            initial_state,
-            (target_embeddings_mask, memory_mask),
-        )
-        batch, steps = target_embeddings.shape[:2]
-        dtype = self.compute_dtype
-        outputs = keras.KerasTensor((batch, steps, self.output_units or self.units), dtype=dtype)
-        weights = keras.KerasTensor((batch, steps, memory.shape[1]), dtype=dtype)
-        state = [
-            keras.KerasTensor((batch, self.units), dtype=dtype) for _ in range(self.state_size)
-        ]
-        return outputs, weights, state[0] if self.cell_type == "gru" else state
-
-    def compute_mask(self, target_embeddings, previous_mask):
-        return None if previous_mask is None else [previous_mask, None, None]
+    def _output_dim(self):
+        return self.output_units or self.units
 
     def get_config(self):
         config = super().get_config()

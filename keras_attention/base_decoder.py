@@ -318,6 +318,95 @@ class BaseDecoder(keras.layers.Layer):
     def _state_output(self, state):
         return state[0] if self.cell_type == "gru" else list(state)
 
+    # ------------------------------------------------------ sequence call
+
+    def _sequence_inputs(
+        self,
+        target_embeddings,
+        memory,
+        initial_state,
+        target_embeddings_mask,
+        memory_mask,
+        attention_override,
+    ):
+        """Checks the inputs of `call` and prepares what the loop reads.
+
+        Returns a dict: `target_embeddings` and `memory` in the compute dtype,
+        `batch`, `t_enc`, `state` (a tuple), `processed_keys` (projected once
+        per batch), `step_mask` (B, T) bool, `xs` (time-major: the cell's input
+        projection "x" (T, B, G·u), "mask" (T, B) and, for fixed override
+        weights, "override" (T, B, T_enc)), `fixed` (the fixed weights or
+        None) and `mode` (the override's name or None).
+        """
+        self._check_inputs(
+            target_embeddings.shape,
+            memory.shape,
+            initial_state,
+            (target_embeddings_mask, memory_mask),
+        )
+        self._check_override(attention_override, target_embeddings.shape, memory.shape)
+        dtype = self.compute_dtype
+        target_embeddings = ops.cast(target_embeddings, dtype)
+        memory = ops.cast(memory, dtype)
+        batch = ops.shape(memory)[0]
+        steps = ops.shape(target_embeddings)[1]
+        if target_embeddings_mask is None:
+            step_mask = ops.ones((batch, steps), dtype="bool")
+        else:
+            step_mask = ops.cast(target_embeddings_mask, "bool")
+        x_projected = self._cell_input_projection(target_embeddings)  # (B, T, G·u)
+        xs = {
+            "x": ops.transpose(x_projected, (1, 0, 2)),  # (T, B, G·u)
+            "mask": ops.transpose(step_mask, (1, 0)),  # (T, B)
+        }
+        fixed = None if isinstance(attention_override, str) else attention_override
+        if fixed is not None:
+            xs["override"] = ops.transpose(ops.cast(fixed, dtype), (1, 0, 2))
+        return {
+            "target_embeddings": target_embeddings,
+            "memory": memory,
+            "batch": batch,
+            "t_enc": ops.shape(memory)[1],
+            "state": self._initial_state_tuple(initial_state, batch),
+            "processed_keys": self.attention.precompute_keys(memory),  # once per batch
+            "step_mask": step_mask,
+            "xs": xs,
+            "fixed": fixed,
+            "mode": attention_override if isinstance(attention_override, str) else None,
+        }
+
+    def _output_dim(self):
+        """The size of the per-step output of `call` and `step`."""
+        raise NotImplementedError
+
+    def compute_output_spec(
+        self,
+        target_embeddings,
+        memory,
+        initial_state=None,
+        target_embeddings_mask=None,
+        memory_mask=None,
+        attention_override=None,
+        training=None,
+    ):
+        self._check_inputs(
+            target_embeddings.shape,
+            memory.shape,
+            initial_state,
+            (target_embeddings_mask, memory_mask),
+        )
+        batch, steps = target_embeddings.shape[:2]
+        dtype = self.compute_dtype
+        outputs = keras.KerasTensor((batch, steps, self._output_dim()), dtype=dtype)
+        weights = keras.KerasTensor((batch, steps, memory.shape[1]), dtype=dtype)
+        state = [
+            keras.KerasTensor((batch, self.units), dtype=dtype) for _ in range(self.state_size)
+        ]
+        return outputs, weights, state[0] if self.cell_type == "gru" else state
+
+    def compute_mask(self, target_embeddings, previous_mask):
+        return None if previous_mask is None else [previous_mask, None, None]
+
     # -------------------------------------------------------------- build
 
     def build(self, target_embeddings_shape, memory_shape):

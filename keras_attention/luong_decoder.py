@@ -96,32 +96,20 @@ class LuongDecoder(BaseDecoder):
         attention_override=None,
         training=None,
     ):
-        self._check_inputs(
-            target_embeddings.shape,
-            memory.shape,
+        prepared = self._sequence_inputs(
+            target_embeddings,
+            memory,
             initial_state,
-            (target_embeddings_mask, memory_mask),
+            target_embeddings_mask,
+            memory_mask,
+            attention_override,
         )
-        self._check_override(attention_override, target_embeddings.shape, memory.shape)
+        memory = prepared["memory"]
+        processed_keys = prepared["processed_keys"]
+        step_mask = prepared["step_mask"]
+        xs = prepared["xs"]
+        fixed, mode = prepared["fixed"], prepared["mode"]
         dtype = self.compute_dtype
-        target_embeddings = ops.cast(target_embeddings, dtype)
-        memory = ops.cast(memory, dtype)
-        batch = ops.shape(memory)[0]
-        steps = ops.shape(target_embeddings)[1]
-        t_enc = ops.shape(memory)[1]
-        state = self._initial_state_tuple(initial_state, batch)
-        processed_keys = self.attention.precompute_keys(memory)  # once per batch
-        x_projected = self._cell_input_projection(target_embeddings)  # (B, T, G·u)
-        if target_embeddings_mask is None:
-            step_mask = ops.ones((batch, steps), dtype="bool")
-        else:
-            step_mask = ops.cast(target_embeddings_mask, "bool")
-        xs = {
-            "x": ops.transpose(x_projected, (1, 0, 2)),  # (T, B, G·u)
-            "mask": ops.transpose(step_mask, (1, 0)),  # (T, B)
-        }
-        fixed = None if isinstance(attention_override, str) else attention_override
-        mode = attention_override if isinstance(attention_override, str) else None
 
         if not self.input_feeding:
             # The recurrence does not read the attention: run it alone, then
@@ -134,7 +122,8 @@ class LuongDecoder(BaseDecoder):
                 carry = {"state": new}
                 return carry, carry
 
-            last, stacked = scan(recur, {"state": state}, xs)
+            xs.pop("override", None)  # applied below, to all steps at once
+            last, stacked = scan(recur, {"state": prepared["state"]}, xs)
             states = ops.transpose(stacked["state"][0], (1, 0, 2))  # (B, T, units)
             override = fixed if fixed is not None else mode
             contexts, weights = self._attend(
@@ -143,9 +132,6 @@ class LuongDecoder(BaseDecoder):
             outputs = self._combine(contexts, states)
             keep = ops.cast(step_mask, dtype)[:, :, None]
             return outputs * keep, weights * keep, self._state_output(last["state"])
-
-        if fixed is not None:
-            xs["override"] = ops.transpose(ops.cast(fixed, dtype), (1, 0, 2))
 
         def step(carry, inputs):
             prev = carry["state"]
@@ -166,10 +152,11 @@ class LuongDecoder(BaseDecoder):
             }
             return carry, carry
 
+        batch = prepared["batch"]
         init = {
-            "state": state,
+            "state": prepared["state"],
             "outputs": ops.zeros((batch, self.attentional_units), dtype=dtype),
-            "weights": ops.zeros((batch, t_enc), dtype=dtype),
+            "weights": ops.zeros((batch, prepared["t_enc"]), dtype=dtype),
         }
         last, stacked = scan(step, init, xs)
         outputs = ops.transpose(stacked["outputs"], (1, 0, 2))  # (B, T, units)
@@ -223,33 +210,8 @@ class LuongDecoder(BaseDecoder):
             decode_state["attentional"] = output
         return output, weights, decode_state
 
-    def compute_output_spec(
-        self,
-        target_embeddings,
-        memory,
-        initial_state=None,
-        target_embeddings_mask=None,
-        memory_mask=None,
-        attention_override=None,
-        training=None,
-    ):
-        self._check_inputs(
-            target_embeddings.shape,
-            memory.shape,
-            initial_state,
-            (target_embeddings_mask, memory_mask),
-        )
-        batch, steps = target_embeddings.shape[:2]
-        dtype = self.compute_dtype
-        outputs = keras.KerasTensor((batch, steps, self.attentional_units), dtype)
-        weights = keras.KerasTensor((batch, steps, memory.shape[1]), dtype=dtype)
-        state = [
-            keras.KerasTensor((batch, self.units), dtype=dtype) for _ in range(self.state_size)
-        ]
-        return outputs, weights, state[0] if self.cell_type == "gru" else state
-
-    def compute_mask(self, target_embeddings, previous_mask):
-        return None if previous_mask is None else [previous_mask, None, None]
+    def _output_dim(self):
+        return self.attentional_units
 
     def get_config(self):
         config = super().get_config()

@@ -59,6 +59,10 @@ def test_quick_run_prints_both_models_and_saves_the_plot(copy_task, tmp_path, mo
     cells = [c.strip() for c in rows[0].strip("|").split("|")]
     assert len(cells) == 3 and all(c.endswith("%") for c in cells[1:])
     assert "| 11-12 |" in out
+    longest = next(line for line in out.splitlines() if line.startswith("At length 12 exactly:"))
+    for name, counts in result["counts"].items():
+        correct, total = counts[12]
+        assert f"{name} {100 * correct / total:.2f} %" in longest
 
     assert set(result["accuracy"]) == {"no attention", "attention"}
     for accuracies in result["accuracy"].values():
