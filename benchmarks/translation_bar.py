@@ -52,8 +52,29 @@ def _training_line(name, config, history):
     return (
         f"| {name} | {config['embedding_dim']} / {config['units']} | "
         f"{config['source_vocab_size']} / {config['target_vocab_size']} | "
-        f"{len(history)} | {config.get('train_minutes_last_session', float('nan')):.1f} | "
+        f"{config.get('max_minutes') or '—'} | {len(history)} | "
+        f"{config.get('train_minutes_last_session', float('nan')):.1f} | "
         f"{float(best['val_loss']):.3f} (epoch {int(best['epoch']) + 1}) |"
+    )
+
+
+def _stopping_line(config, history):
+    """Why the attention run stopped, read from its history."""
+    losses = [float(r["val_loss"]) for r in history]
+    best = losses.index(min(losses))
+    last = ", ".join(f"{v:.3f}" for v in losses[-3:])
+    name = config["attention"]
+    if len(history) >= config["epochs"]:
+        return f"The {name} run trained all {config['epochs']} epochs (last val losses: {last})."
+    if best == len(losses) - 1:
+        return (
+            f"What limits it: the {name} run stopped on its time budget after "
+            f"{len(history)} epochs, not on early stopping, while its validation loss "
+            f"was still falling (last epochs: {last})."
+        )
+    return (
+        f"The {name} run stopped after {len(history)} epochs; its best validation loss "
+        f"was at epoch {best + 1} (last epochs: {last})."
     )
 
 
@@ -69,12 +90,15 @@ def build_report(run, baseline=None):
         "test_2017_flickr, lowercased and Moses-tokenized. Target: at least 59.0 and "
         "52.0 under that scoring from a training run of about one hour on a 2-core CPU.",
         "",
-        "Training (`--preset default`: dropout 0.3, Adam 2e-3 with global_clipnorm 1, "
-        "batch 64, lowercased WordPiece vocabularies learned from the training split, "
-        "`--max-minutes 52`):",
+        f"Training (`--preset {config['preset']}`: dropout {config['dropout']}, Adam "
+        f"{config['learning_rate']:g} with global_clipnorm 1, halved when the validation "
+        f"loss stops falling, batch {config['batch_size']}, lowercased WordPiece "
+        "vocabularies learned from the training split; `--max-minutes` is the time "
+        "budget, after which training stops at the end of the epoch):",
         "",
-        "| model | embedding / units | vocab en / fr | epochs | train minutes | best val loss |",
-        "|---|---|---|---|---|---|",
+        "| model | embedding / units | vocab en / fr | --max-minutes | epochs | "
+        "train minutes | best val loss |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, cfg, hist, _ in runs:
         lines.append(_training_line(name, cfg, hist))
@@ -106,15 +130,7 @@ def build_report(run, baseline=None):
                 )
     if signature:
         lines += ["", f"sacreBLEU signature (cased): `{signature}`"]
-    last = [float(r["val_loss"]) for r in history[-3:]]
-    lines += [
-        "",
-        f"What limits it: the {config['attention']} run stopped on its time budget, not "
-        f"on early stopping, while its validation loss was still falling (last epochs: "
-        + ", ".join(f"{v:.3f}" for v in last)
-        + f"). {len(history)} epochs fit in the budget on this 2-core CPU, which other "
-        "jobs shared during the run.",
-    ]
+    lines += ["", _stopping_line(config, history)]
     curves = results.get("test_2016_flickr/bleu_by_length")
     # `evaluate --baseline-run-dir` puts both models on one plot.
     both = Path(run) / "eval_vs_none" / "results.json"
@@ -148,8 +164,9 @@ def build_report(run, baseline=None):
             lines.append(f"| {name} | {row['tvd']} | {row['bleu_lc_tok']} | {row['bleu']} |")
     lines += [
         "",
-        f"Machine: {_report.machine_description()}, shared with other jobs during the "
-        f"runs; {_report.versions()}. Written {_report.today()} by "
+        f"Machine: {_report.machine_description()}; {_report.versions()}. The train "
+        "minutes are wall time on that machine, which other jobs may share. "
+        f"Written {_report.today()} by "
         f"`{_report.command_line()}`.",
     ]
     return "\n".join(lines)

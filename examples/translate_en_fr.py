@@ -99,7 +99,7 @@ def train(args):
         if value is not None:
             config[key] = value
     config.update(attention=args.attention, seed=args.seed, preset=args.preset)
-    config.update(strategy=args.strategy, replicas=replicas)
+    config.update(strategy=args.strategy, replicas=replicas, max_minutes=args.max_minutes)
     config["input_feeding"] = not args.no_input_feeding
     keras.utils.set_random_seed(args.seed)
 

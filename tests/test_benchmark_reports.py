@@ -1,0 +1,89 @@
+"""The benchmark report writers: verdicts and stopping reasons read from run folders."""
+
+import csv
+import importlib.util
+import json
+import pathlib
+
+import pytest
+
+BENCHMARKS = pathlib.Path(__file__).parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def translation_bar():
+    spec = importlib.util.spec_from_file_location(
+        "translation_bar", BENCHMARKS / "translation_bar.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run_folder(path, attention, val_losses, bleu, epochs=30, max_minutes=55):
+    path.mkdir()
+    config = {
+        "attention": attention,
+        "preset": "default",
+        "embedding_dim": 128,
+        "units": 256,
+        "dropout": 0.3,
+        "learning_rate": 2e-3,
+        "batch_size": 64,
+        "epochs": epochs,
+        "source_vocab_size": 100,
+        "target_vocab_size": 120,
+        "max_minutes": max_minutes,
+        "train_minutes_last_session": 54.5,
+    }
+    (path / "config.json").write_text(json.dumps(config))
+    with open(path / "history.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["epoch", "val_loss"])
+        writer.writeheader()
+        for epoch, loss in enumerate(val_losses):
+            writer.writerow({"epoch": epoch, "val_loss": loss})
+    results = {}
+    for split, score in bleu.items():
+        for method in ("greedy", "beam"):
+            results[f"{split}/{method}"] = {
+                "bleu_lc_tok": score,
+                "bleu": score - 1,
+                "chrf": 60.0,
+                "bleu_signature": "nrefs:1|case:mixed",
+            }
+    (path / "eval").mkdir()
+    (path / "eval" / "results.json").write_text(json.dumps(results))
+    return path
+
+
+def test_verdicts_follow_the_targets(translation_bar, tmp_path):
+    run = _run_folder(
+        tmp_path / "att",
+        "bahdanau",
+        [3.0, 2.0, 1.5],
+        {"test_2016_flickr": 59.0, "test_2017_flickr": 51.99},
+    )
+    base = _run_folder(tmp_path / "none", "none", [3.0, 2.5], {"test_2016_flickr": 20.0})
+    report = translation_bar.build_report(run, base)
+    assert "| bahdanau | test_2016_flickr | greedy | 59.0 |" in report
+    assert "≥ 59.0: met" in report
+    assert "≥ 52.0: not met" in report
+    # The baseline is reported, never judged against the bar.
+    baseline_rows = [r for r in report.splitlines() if r.startswith("| none (baseline) | test")]
+    assert len(baseline_rows) == 2 and all(r.endswith("| — |") for r in baseline_rows)
+    assert "| bahdanau | 128 / 256 | 100 / 120 | 55 | 3 | 54.5 | 1.500 (epoch 3) |" in report
+
+
+@pytest.mark.parametrize(
+    "losses, epochs, expected",
+    [
+        ([3.0, 2.0, 1.5], 30, "stopped on its time budget after 3 epochs"),
+        ([3.0, 1.0, 1.2, 1.3, 1.4], 30, "its best validation loss was at epoch 2"),
+        ([3.0, 2.0, 1.5], 3, "trained all 3 epochs"),
+    ],
+)
+def test_stopping_reason_is_read_from_the_history(
+    translation_bar, tmp_path, losses, epochs, expected
+):
+    run = _run_folder(tmp_path / "att", "bahdanau", losses, {}, epochs=epochs)
+    assert expected in translation_bar.build_report(run)
