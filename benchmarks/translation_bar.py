@@ -150,6 +150,7 @@ def build_report(run, baseline=None):
         for i, (low, high, n, _) in enumerate(curves[names[0]]):
             cells = " | ".join(str(curves[k][i][3]) for k in names)
             lines.append(f"| {low}-{high} | {n} | {cells} |")
+        lines += ["", "![BLEU by source length, test_2016_flickr](img/bleu_by_length.png)"]
     if explain:
         lines += [
             "",

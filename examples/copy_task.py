@@ -16,7 +16,7 @@ source length bucket. Without attention, accuracy falls toward chance as the
 sequences outgrow what one state vector can hold; with attention it stays
 near 100 % up to length 80.
 
-Takes about 13 minutes on a 2-core CPU with the defaults (`--quick`: under a
+Takes about 12 minutes on a 2-core CPU with the defaults (`--quick`: under a
 minute). Prints Keras' progress bar while training, then a table:
 
     length   no attention   attention
