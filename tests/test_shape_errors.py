@@ -165,10 +165,15 @@ def test_bad_shape_raises_value_error_naming_tensor_and_shapes(case, mode):
 @pytest.mark.parametrize("mode", ["eager", "symbolic"])
 def test_good_shapes_do_not_raise(mode):
     """The cases above differ from these shapes only by the mistake."""
+    checked = 0
     for case, (make_layer, *_) in CASES.items():
         if case.startswith("dot_") or case.startswith("heads_"):
             continue  # their GOOD shapes are the mistake
-        _call(make_layer(), GOOD, mode)
+        context = _call(make_layer(), GOOD, mode)
+        # (batch, T_q, d_v): the query's batch and steps, the value's features.
+        assert tuple(context.shape) == (2, 3, 6), case
+        checked += 1
+    assert checked >= 10
 
 
 def test_unknown_feature_size_raises_on_symbolic_input():
