@@ -1,23 +1,15 @@
 """The benchmark report writers: verdicts and stopping reasons read from run folders."""
 
 import csv
-import importlib.util
 import json
-import pathlib
 
 import pytest
-
-BENCHMARKS = pathlib.Path(__file__).parent.parent / "benchmarks"
+from _scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def translation_bar():
-    spec = importlib.util.spec_from_file_location(
-        "translation_bar", BENCHMARKS / "translation_bar.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/translation_bar.py")
 
 
 def _run_folder(path, attention, val_losses, bleu, epochs=30, max_minutes=55):

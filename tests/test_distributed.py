@@ -15,7 +15,6 @@ the summed gradient instead of each replica's by 2e-3.
 """
 
 import csv
-import importlib.util
 import json
 import os
 import socket
@@ -28,6 +27,7 @@ import numpy as np
 import pytest
 from _data_paths import multi30k_dir
 from _distributed_worker import CLIPNORM
+from _scripts import load_script
 
 from keras_attention.translation import distribute
 from keras_attention.translation.translator import RUN_FILES
@@ -234,10 +234,7 @@ def test_multi_worker_needs_tf_config(monkeypatch):
 
 
 def _load_script():
-    spec = importlib.util.spec_from_file_location("translate_en_fr_distributed", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/translate_en_fr.py", "translate_en_fr_distributed")
 
 
 def test_max_minutes_is_refused_with_multi_worker(tmp_path):

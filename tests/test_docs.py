@@ -15,7 +15,6 @@
 """
 
 import contextlib
-import importlib.util
 import io
 import os
 import re
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import keras
 import pytest
+from _scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -109,10 +109,7 @@ def test_getting_started_copies_the_readme_commands():
 
 
 def _translator_help():
-    path = ROOT / "examples" / "translate_en_fr.py"
-    spec = importlib.util.spec_from_file_location("translate_en_fr_for_docs", path)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_script("examples/translate_en_fr.py", "translate_en_fr_for_docs")
     texts = []
     for argv in ([], ["train"], ["evaluate"], ["translate"], ["explain"]):
         out = io.StringIO()

@@ -1,20 +1,14 @@
 """The copy-task example: its data, its buckets and a tiny end-to-end run."""
 
-import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
-
-EXAMPLE = pathlib.Path(__file__).parent.parent / "examples" / "copy_task.py"
+from _scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def copy_task():
-    spec = importlib.util.spec_from_file_location("copy_task", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/copy_task.py")
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ pairs) is written as a run folder and exported once for the whole module; the
 other decoders are exported in the slow tests.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from _data_paths import multi30k_dir
+from _scripts import load_script
 
 from keras_attention.translation import SubwordTokenizer
 from keras_attention.translation import export
@@ -36,10 +36,7 @@ MIN_AGREEMENT = 0.99
 
 
 def _load_example():
-    spec = importlib.util.spec_from_file_location("tflite_translate", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/tflite_translate.py")
 
 
 def _before_end(tokens, end_id):

@@ -2,7 +2,6 @@
 explain, resume after a kill. Trains a few hundred pairs for one epoch."""
 
 import csv
-import importlib.util
 import json
 import os
 import signal
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from _data_paths import multi30k_dir
+from _scripts import load_script
 
 from keras_attention.translation.translator import RUN_FILES
 from keras_attention.translation.translator import load_run
@@ -23,10 +23,7 @@ TINY = ["--preset", "tiny", "--max-train-examples", "300", "--epochs", "1"]
 
 
 def _load_script():
-    spec = importlib.util.spec_from_file_location("translate_en_fr", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/translate_en_fr.py")
 
 
 @pytest.fixture(scope="module")
