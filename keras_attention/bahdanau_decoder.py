@@ -99,6 +99,7 @@ class BahdanauDecoder(BaseDecoder):
         processed_keys = prepared["processed_keys"]
         step_mask = prepared["step_mask"]
         fixed, mode = prepared["fixed"], prepared["mode"]
+        cell_weights = prepared["cell_weights"]
         dtype = self.compute_dtype
 
         def step(carry, inputs):
@@ -107,8 +108,8 @@ class BahdanauDecoder(BaseDecoder):
             context, weights = self._attend(
                 prev[0], memory, processed_keys, memory_mask, override, training
             )  # query = s_{t-1}
-            x = inputs["x"] + self._cell_extra_projection(context)
-            new = self._cell_update(x, prev)
+            x = inputs["x"] + self._cell_extra_projection(context, cell_weights)
+            new = self._cell_update(x, prev, cell_weights)
             keep = inputs["mask"][:, None]  # (B, 1)
             new = tuple(ops.where(keep, n, p) for n, p in zip(new, prev, strict=True))
             zero = ops.zeros_like
@@ -164,8 +165,9 @@ class BahdanauDecoder(BaseDecoder):
         )
         embedding = ops.cast(target_embedding, self.compute_dtype)
         x = self._cell_input_projection(embedding)
-        x = x + self._cell_extra_projection(context)
-        new = self._cell_update(x, prev)
+        cell_weights = self._cell_weights()
+        x = x + self._cell_extra_projection(context, cell_weights)
+        new = self._cell_update(x, prev, cell_weights)
         output = self.deep_output(ops.concatenate([new[0], context, embedding], -1))
         return output, weights, self._with_state(decode_state, new)
 

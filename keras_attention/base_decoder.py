@@ -91,24 +91,42 @@ class BaseDecoder(keras.layers.Layer):
             bias = self.cell.bias
         return projected + ops.cast(bias, dtype)
 
-    def _cell_extra_projection(self, extra):
-        """The cell's input transform of the extra input (context or h̃)."""
-        dtype = self.compute_dtype
-        kernel = ops.cast(self.cell.kernel, dtype)[self.embedding_dim :]
-        return ops.matmul(extra, kernel)
+    def _cell_weights(self):
+        """The cell weights that every step reads, in the compute dtype.
 
-    def _cell_update(self, x_projected, state):
+        A loop reads them once, before it starts, and passes them to each
+        step: cast and sliced inside the loop they would be copied every step.
+        """
+        dtype = self.compute_dtype
+        weights = {
+            "extra_kernel": ops.cast(self.cell.kernel, dtype)[self.embedding_dim :],
+            "recurrent_kernel": ops.cast(self.cell.recurrent_kernel, dtype),
+        }
+        if self.cell_type == "gru":
+            weights["recurrent_bias"] = ops.cast(self.cell.bias[1], dtype)
+        return weights
+
+    def _cell_extra_projection(self, extra, weights=None):
+        """The cell's input transform of the extra input (context or h̃).
+
+        weights: from `_cell_weights` (read here when None).
+        """
+        weights = weights or self._cell_weights()
+        return ops.matmul(extra, weights["extra_kernel"])
+
+    def _cell_update(self, x_projected, state, weights=None):
         """One step of the Keras cell, given its projected input.
 
         x_projected: (B, gates·units) = [inputs; extra] @ kernel + input bias.
         state: tuple (h,) for GRU, (h, c) for LSTM, each (B, units).
+        weights: from `_cell_weights` (read here when None).
         """
-        dtype = self.compute_dtype
+        weights = weights or self._cell_weights()
         u = self.units
         h_prev = state[0]
-        recurrent = ops.matmul(h_prev, ops.cast(self.cell.recurrent_kernel, dtype))
+        recurrent = ops.matmul(h_prev, weights["recurrent_kernel"])
         if self.cell_type == "gru":
-            recurrent = recurrent + ops.cast(self.cell.bias[1], dtype)
+            recurrent = recurrent + weights["recurrent_bias"]
             z = ops.sigmoid(x_projected[:, :u] + recurrent[:, :u])
             r = ops.sigmoid(x_projected[:, u : 2 * u] + recurrent[:, u : 2 * u])
             candidate = ops.tanh(x_projected[:, 2 * u :] + r * recurrent[:, 2 * u :])
@@ -369,6 +387,7 @@ class BaseDecoder(keras.layers.Layer):
             "t_enc": ops.shape(memory)[1],
             "state": self._initial_state_tuple(initial_state, batch),
             "processed_keys": self.attention.precompute_keys(memory),  # once per batch
+            "cell_weights": self._cell_weights(),  # once per batch, not per step
             "step_mask": step_mask,
             "xs": xs,
             "fixed": fixed,

@@ -109,6 +109,7 @@ class LuongDecoder(BaseDecoder):
         step_mask = prepared["step_mask"]
         xs = prepared["xs"]
         fixed, mode = prepared["fixed"], prepared["mode"]
+        cell_weights = prepared["cell_weights"]
         dtype = self.compute_dtype
 
         if not self.input_feeding:
@@ -116,7 +117,7 @@ class LuongDecoder(BaseDecoder):
             # attend for all steps at once.
             def recur(carry, inputs):
                 prev = carry["state"]
-                new = self._cell_update(inputs["x"], prev)
+                new = self._cell_update(inputs["x"], prev, cell_weights)
                 keep = inputs["mask"][:, None]
                 new = tuple(ops.where(keep, n, p) for n, p in zip(new, prev, strict=True))
                 carry = {"state": new}
@@ -135,8 +136,8 @@ class LuongDecoder(BaseDecoder):
 
         def step(carry, inputs):
             prev = carry["state"]
-            x = inputs["x"] + self._cell_extra_projection(carry["outputs"])
-            new = self._cell_update(x, prev)
+            x = inputs["x"] + self._cell_extra_projection(carry["outputs"], cell_weights)
+            new = self._cell_update(x, prev, cell_weights)
             override = inputs["override"] if fixed is not None else mode
             context, weights = self._attend(
                 new[0], memory, processed_keys, memory_mask, override, training
@@ -192,9 +193,10 @@ class LuongDecoder(BaseDecoder):
         prev = self._decode_state_tuple(decode_state)
         embedding = ops.cast(target_embedding, self.compute_dtype)
         x = self._cell_input_projection(embedding)
+        cell_weights = self._cell_weights()
         if self.input_feeding:
-            x = x + self._cell_extra_projection(decode_state["attentional"])
-        new = self._cell_update(x, prev)
+            x = x + self._cell_extra_projection(decode_state["attentional"], cell_weights)
+        new = self._cell_update(x, prev, cell_weights)
         mask = ops.cast(decode_state["memory_mask"], "bool")
         context, weights = self._attend(
             new[0],
