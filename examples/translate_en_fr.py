@@ -21,6 +21,7 @@ variable KERAS_ATTENTION_MULTI30K_DIR, or a download into the Keras cache.
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -101,6 +102,7 @@ def train(args):
     config.update(attention=args.attention, seed=args.seed, preset=args.preset)
     config.update(strategy=args.strategy, replicas=replicas, max_minutes=args.max_minutes)
     config["input_feeding"] = not args.no_input_feeding
+    config["lr_schedule"] = args.lr_schedule
     keras.utils.set_random_seed(args.seed)
 
     corpus = load_multi30k(("train", "val"), args.data_dir, max_words=None)
@@ -167,7 +169,7 @@ def train(args):
         keras.callbacks.BackupAndRestore(run_dir / "backup"),
         keras.callbacks.TerminateOnNaN(raise_error=True),
         keras.callbacks.EarlyStopping(monitor="val_loss", patience=args.patience),
-        keras.callbacks.ReduceLROnPlateau(monitor="val_loss", factor=0.5, patience=1),
+        _learning_rate_schedule(config, args.max_minutes),
         keras.callbacks.TensorBoard(run_dir / "logs"),
         keras.callbacks.CSVLogger(run_dir / "history.csv", append=True),
     ]
@@ -204,6 +206,59 @@ def _compiled_model(config, source_tokenizer, target_tokenizer, seed):
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
     )
     return model
+
+
+def _learning_rate_schedule(config, max_minutes):
+    if config["lr_schedule"] == "plateau":
+        # Halve the rate after one epoch without a better validation loss.
+        return keras.callbacks.ReduceLROnPlateau(monitor="val_loss", factor=0.5, patience=1)
+    budget = max_minutes * 60 if max_minutes else None
+    return CosineToBudget(config["learning_rate"], config["epochs"], budget)
+
+
+class CosineToBudget(keras.callbacks.Callback):
+    """Cosine decay of the learning rate over the epochs or the time budget.
+
+    Before each epoch the rate is set from the run's progress: the larger of the
+    fraction of epochs done and the fraction of the wall-clock budget spent, so
+    that a run cut short by ``--max-minutes`` still ends at a low rate instead of
+    stopping at a high one. The rate falls from ``learning_rate`` to
+    ``learning_rate * final_fraction``. A resumed run counts its epochs from the
+    backup but its time from the restart, like the time limit itself.
+    """
+
+    def __init__(self, learning_rate, epochs, budget_seconds=None, final_fraction=0.05,
+                 clock=time.monotonic):
+        super().__init__()
+        if learning_rate <= 0 or epochs < 1:
+            raise ValueError(
+                f"CosineToBudget: learning_rate must be > 0 and epochs >= 1, got "
+                f"{learning_rate} and {epochs}"
+            )
+        self.learning_rate = learning_rate
+        self.epochs = epochs
+        self.budget_seconds = budget_seconds
+        self.final_fraction = final_fraction
+        self.clock = clock
+        self.start = clock()
+
+    def rate(self, epoch):
+        progress = epoch / self.epochs
+        if self.budget_seconds:
+            progress = max(progress, (self.clock() - self.start) / self.budget_seconds)
+        progress = min(progress, 1.0)
+        low = self.learning_rate * self.final_fraction
+        return low + 0.5 * (self.learning_rate - low) * (1 + math.cos(math.pi * progress))
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.model.optimizer.learning_rate = self.rate(epoch)
+
+    def on_epoch_end(self, epoch, logs=None):
+        # Recorded in history.csv, as ReduceLROnPlateau does.
+        if logs is not None:
+            logs["learning_rate"] = float(
+                keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
+            )
 
 
 class _TimeLimit(keras.callbacks.Callback):
@@ -439,6 +494,13 @@ def parse_args(argv=None):
     p.add_argument("--max-train-examples", type=int)
     p.add_argument("--no-input-feeding", action="store_true", help="Luong only")
     p.add_argument("--patience", type=int, default=3, help="early stopping")
+    p.add_argument(
+        "--lr-schedule",
+        choices=("cosine", "plateau"),
+        default="cosine",
+        help="cosine: decay over the epochs or --max-minutes, whichever ends first; "
+        "plateau: halve after an epoch without a better validation loss",
+    )
     p.add_argument("--max-minutes", type=float, help="stop after this epoch budget")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--overwrite", action="store_true", help="replace a finished run")

@@ -3,6 +3,7 @@ explain, resume after a kill. Trains a few hundred pairs for one epoch."""
 
 import csv
 import json
+import math
 import os
 import signal
 import subprocess
@@ -189,4 +190,10 @@ def test_killed_run_resumes_from_saved_epoch(tmp_path, data_dir):
         epochs = [int(r["epoch"]) for r in csv.DictReader(f)]
     # The resumed run continues at the next epoch instead of starting over.
     assert epochs == list(range(3))
+    # ...and its learning rate continues the cosine schedule from that epoch.
+    with open(history) as f:
+        rates = [float(r["learning_rate"]) for r in csv.DictReader(f)]
+    lr = 3e-3  # the tiny preset
+    expected = [0.05 * lr + 0.5 * 0.95 * lr * (1 + math.cos(math.pi * e / 3)) for e in range(3)]
+    assert rates == pytest.approx(expected, rel=1e-5)
     assert not (run_dir / "backup").exists()

@@ -1,0 +1,84 @@
+"""The translator's learning-rate schedule: cosine decay over the epochs or the
+time budget, whichever ends first, checked against the formula in float64."""
+
+import math
+
+import keras
+import pytest
+from _scripts import load_script
+
+
+@pytest.fixture(scope="module")
+def script():
+    return load_script("examples/translate_en_fr.py")
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def _cosine(lr, progress, final_fraction=0.05):
+    low = lr * final_fraction
+    return low + 0.5 * (lr - low) * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def test_without_budget_the_rate_follows_the_epochs(script):
+    schedule = script.CosineToBudget(2e-3, 20)
+    assert schedule.rate(0) == pytest.approx(2e-3, rel=1e-12)
+    assert schedule.rate(10) == pytest.approx(0.5 * (2e-3 + 1e-4), rel=1e-12)
+    assert schedule.rate(20) == pytest.approx(1e-4, rel=1e-12)
+    rates = [schedule.rate(e) for e in range(21)]
+    assert all(a > b for a, b in zip(rates, rates[1:], strict=False))
+    for epoch in (3, 7, 15):
+        assert schedule.rate(epoch) == pytest.approx(_cosine(2e-3, epoch / 20), rel=1e-12)
+
+
+def test_the_time_budget_wins_when_it_runs_out_first(script):
+    clock = FakeClock()
+    schedule = script.CosineToBudget(2e-3, 30, budget_seconds=600, clock=clock)
+    assert schedule.rate(0) == pytest.approx(2e-3, rel=1e-12)
+    clock.now += 300  # half the budget spent after 2 of 30 epochs
+    assert schedule.rate(2) == pytest.approx(_cosine(2e-3, 0.5), rel=1e-12)
+    clock.now += 290
+    assert schedule.rate(4) == pytest.approx(_cosine(2e-3, 590 / 600), rel=1e-12)
+    clock.now += 100  # past the budget: the floor, not a rate that rises again
+    assert schedule.rate(5) == pytest.approx(1e-4, rel=1e-12)
+
+
+def test_the_epochs_win_when_they_run_out_first(script):
+    clock = FakeClock()
+    schedule = script.CosineToBudget(1e-3, 4, budget_seconds=3600, clock=clock)
+    clock.now += 60
+    assert schedule.rate(2) == pytest.approx(_cosine(1e-3, 0.5), rel=1e-12)
+
+
+def test_the_callback_sets_the_optimizer_rate(script):
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.Adam(2e-3), loss="mse")
+    schedule = script.CosineToBudget(2e-3, 4)
+    schedule.set_model(model)
+    schedule.on_epoch_begin(2)
+    got = float(keras.ops.convert_to_numpy(model.optimizer.learning_rate))
+    assert got == pytest.approx(_cosine(2e-3, 0.5), rel=1e-6)
+
+
+@pytest.mark.parametrize(("lr", "epochs"), [(0.0, 10), (-1e-3, 10), (1e-3, 0)])
+def test_bad_arguments_are_named(script, lr, epochs):
+    with pytest.raises(ValueError, match="learning_rate must be > 0 and epochs >= 1"):
+        script.CosineToBudget(lr, epochs)
+
+
+def test_plateau_keeps_the_old_recipe(script):
+    callback = script._learning_rate_schedule(
+        {"lr_schedule": "plateau", "learning_rate": 2e-3, "epochs": 30}, 55
+    )
+    assert isinstance(callback, keras.callbacks.ReduceLROnPlateau)
+    callback = script._learning_rate_schedule(
+        {"lr_schedule": "cosine", "learning_rate": 2e-3, "epochs": 30}, 55
+    )
+    assert isinstance(callback, script.CosineToBudget)
+    assert callback.budget_seconds == 55 * 60
