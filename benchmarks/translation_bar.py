@@ -58,6 +58,13 @@ def _training_line(name, config, history):
     )
 
 
+def _schedule_words(config):
+    # Runs trained before `--lr-schedule` existed used the plateau schedule.
+    if config.get("lr_schedule", "plateau") == "plateau":
+        return "halved when the validation loss stops falling"
+    return "cosine decay to 5 % over the epochs or the time budget"
+
+
 def _stopping_line(config, history):
     """Why the attention run stopped, read from its history."""
     losses = [float(r["val_loss"]) for r in history]
@@ -91,8 +98,8 @@ def build_report(run, baseline=None):
         "52.0 under that scoring from a training run of about one hour on a 2-core CPU.",
         "",
         f"Training (`--preset {config['preset']}`: dropout {config['dropout']}, Adam "
-        f"{config['learning_rate']:g} with global_clipnorm 1, halved when the validation "
-        f"loss stops falling, batch {config['batch_size']}, lowercased WordPiece "
+        f"{config['learning_rate']:g} with global_clipnorm 1, "
+        f"{_schedule_words(config)}, batch {config['batch_size']}, lowercased WordPiece "
         "vocabularies learned from the training split; `--max-minutes` is the time "
         "budget, after which training stops at the end of the epoch):",
         "",

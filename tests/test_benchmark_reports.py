@@ -79,3 +79,23 @@ def test_stopping_reason_is_read_from_the_history(
 ):
     run = _run_folder(tmp_path / "att", "bahdanau", losses, {}, epochs=epochs)
     assert expected in translation_bar.build_report(run)
+
+
+@pytest.mark.parametrize(
+    "schedule, expected",
+    [
+        (None, "halved when the validation loss stops falling"),
+        ("plateau", "halved when the validation loss stops falling"),
+        ("cosine", "cosine decay to 5 % over the epochs or the time budget"),
+    ],
+)
+def test_the_training_line_names_the_run_schedule(translation_bar, tmp_path, schedule, expected):
+    run = _run_folder(tmp_path / "att", "bahdanau", [3.0, 2.0], {})
+    if schedule is not None:
+        config = json.loads((run / "config.json").read_text())
+        config["lr_schedule"] = schedule
+        (run / "config.json").write_text(json.dumps(config))
+    report = translation_bar.build_report(run)
+    assert expected in report
+    other = "cosine decay" if expected.startswith("halved") else "halved when"
+    assert other not in report
