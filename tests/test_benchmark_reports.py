@@ -99,3 +99,35 @@ def test_the_training_line_names_the_run_schedule(translation_bar, tmp_path, sch
     assert expected in report
     other = "cosine decay" if expected.startswith("halved") else "halved when"
     assert other not in report
+
+
+@pytest.fixture(scope="module")
+def beam_settings():
+    return load_script("benchmarks/beam_settings.py")
+
+
+def test_beam_settings_always_include_greedy(beam_settings):
+    assert beam_settings.settings([4, 8], [0.6, 1.0]) == [
+        ("greedy", 1, None),
+        ("beam", 4, 0.6),
+        ("beam", 4, 1.0),
+        ("beam", 8, 0.6),
+        ("beam", 8, 1.0),
+    ]
+    with pytest.raises(ValueError, match="beam widths must be at least 2.*got 1"):
+        beam_settings.settings([1], [0.6])
+
+
+def test_best_beam_setting_is_the_best_validation_bleu(beam_settings):
+    rows = [{"bleu_lc_tok": 50.0}, {"bleu_lc_tok": 52.5}, {"bleu_lc_tok": 52.5}]
+    assert beam_settings.best_setting(rows) is rows[1]  # first of a tie
+    rows.append({"bleu_lc_tok": 52.6})
+    assert beam_settings.best_setting(rows) is rows[3]
+    with pytest.raises(ValueError, match="no settings"):
+        beam_settings.best_setting([])
+
+
+def test_beam_settings_refuses_to_choose_on_a_test_split(beam_settings, capsys):
+    with pytest.raises(SystemExit):
+        beam_settings.parse_args(["--val-split", "test_2016_flickr"])
+    assert "is also a test split" in capsys.readouterr().err
