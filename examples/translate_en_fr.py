@@ -328,6 +328,8 @@ def evaluate(args):
             hyps = evaluation.detokenize_output(decoded["text"])
             scores = evaluation.score(hyps, data.fr)
             scores["decode_seconds"] = round(seconds, 1)
+            if method == "beam":
+                scores.update(beam_width=args.beam_width, length_penalty=args.length_penalty)
             results[f"{split}/{method}"] = scores
             (out_dir / f"{split}.{method}.fr").write_text("\n".join(hyps) + "\n")
             if method == "greedy":

@@ -89,6 +89,9 @@ def test_evaluate_scores_plots_and_heatmaps(runs, script, data_dir, tmp_path):
         assert 0.0 <= scores["bleu"] <= 100.0
         assert 0.0 <= scores["bleu_lc_tok"] <= 100.0
         assert scores["bleu_signature"].startswith("nrefs:1")
+    assert results["test_2016_flickr/beam"]["beam_width"] == 4
+    assert results["test_2016_flickr/beam"]["length_penalty"] == 0.6
+    assert "beam_width" not in results["test_2016_flickr/greedy"]
     assert "test_2016_flickr/greedy/baseline" in results
     curves = results["test_2016_flickr/bleu_by_length"]
     assert set(curves) == {"bahdanau attention", "no attention"}
@@ -138,6 +141,39 @@ def test_explain_reports_distribution_change(runs, script, data_dir):
     assert rows["model's attention"]["tvd"] == 0.0
     for name in ("uniform attention", "permute attention"):
         assert 0.0 < rows[name]["tvd"] <= 1.0
+
+
+def test_beam_settings_choose_on_val_and_score_the_choice_on_test(runs, data_dir):
+    bench = load_script("benchmarks/beam_settings.py")
+    config, rows, best, tests = bench.main(
+        [
+            "--run",
+            str(runs / "bahdanau"),
+            "--data-dir",
+            data_dir,
+            "--widths",
+            "2",
+            "--penalties",
+            "0.6,1.0",
+            "--test-splits",
+            "test_2016_flickr",
+            "--max-sentences",
+            "12",
+            "--no-write",
+        ]
+    )
+    assert config["attention"] == "bahdanau"
+    assert [(r["method"], r["width"], r["penalty"]) for r in rows] == [
+        ("greedy", 1, None),
+        ("beam", 2, 0.6),
+        ("beam", 2, 1.0),
+    ]
+    assert best is max(rows, key=lambda r: r["bleu_lc_tok"])
+    assert list(tests) == ["test_2016_flickr"]
+    assert 0.0 <= tests["test_2016_flickr"]["bleu_lc_tok"] <= 100.0
+    report = bench.build_report(config, rows, best, tests, "val", 12)
+    assert report.count("| yes |") == 1
+    assert "| test_2016_flickr |" in report
 
 
 def test_incomplete_run_folder_names_missing_files(tmp_path):
