@@ -11,7 +11,7 @@ itself: every number comes from those files.
 The runs themselves (about an hour of training each on a 2-core CPU):
 
     python examples/translate_en_fr.py --data-dir DATA train --attention bahdanau \\
-        --run-dir runs/bahdanau --max-minutes 52
+        --run-dir runs/bahdanau --max-minutes 55
     python examples/translate_en_fr.py --data-dir DATA evaluate --run-dir runs/bahdanau
     python examples/translate_en_fr.py --data-dir DATA explain --run-dir runs/bahdanau
     python examples/translate_en_fr.py --data-dir DATA evaluate --run-dir runs/bahdanau \
