@@ -270,12 +270,18 @@ class BaseAttention(keras.layers.Layer):
 
         batch = ops.shape(value)[0]
         t_v = ops.shape(value)[1]
+        t_q = ops.shape(query)[1]
+        if value.shape[0] is not None:
+            # A static batch (an exported model's): an unknown time axis is
+            # reshaped as -1, not as a length read at run time, so the shapes
+            # stay constants even with a dynamic source length.
+            t_v = value.shape[1] if value.shape[1] is not None else -1
+            t_q = query.shape[1] if query.shape[1] is not None else -1
         heads = self.num_heads
         value_heads = ops.reshape(
             value, (batch, t_v, heads, self.value_dim // heads)
         )  # (B, T_v, H, d_v / H)
         context = ops.einsum("bhqv,bvhd->bqhd", weights, value_heads)
-        t_q = ops.shape(query)[1]
         context = ops.reshape(context, (batch, t_q, self.value_dim))  # (B, T_q, d_v)
 
         if query_mask is not None:

@@ -97,8 +97,10 @@ def masked_softmax(scores, mask=None, axis=-1):
         return ops.cast(ops.softmax(x, axis=axis), out_dtype)
     mask = ops.convert_to_tensor(mask)
     check_mask_shape(mask, scores.shape)
+    # `where` broadcasts the mask (its shape was checked above): no
+    # broadcast_to, whose shape argument is computed at run time and would
+    # make every later tensor dynamically shaped in a TFLite loop body.
     mask = ops.cast(mask, "bool")
-    mask = ops.broadcast_to(mask, ops.shape(x))
     x = ops.where(mask, x, ops.cast(large_negative(work_dtype), work_dtype))
     weights = ops.softmax(x, axis=axis)
     # A fully masked row was filled uniformly; `where` zeroes it and keeps the

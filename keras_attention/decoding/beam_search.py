@@ -109,6 +109,7 @@ def beam_search(
     start_tokens = tf.convert_to_tensor(start_tokens, dtype=tf.int32)
     end_token = tf.convert_to_tensor(end_token, dtype=tf.int32)
     max_length = tf.convert_to_tensor(max_length, dtype=tf.int32)
+    positions = tf.range(max_length)  # made once, outside the loop
     source_length = tf.convert_to_tensor(source_length, dtype=tf.int32)
     length_penalty = tf.cast(length_penalty, tf.float32)
     coverage_penalty = tf.cast(coverage_penalty, tf.float32)
@@ -201,8 +202,8 @@ def beam_search(
         finished = tf.logical_or(parent_finished, tf.equal(next_tokens, end_token))
         lengths = tf.gather(parent_lengths, parent)
         coverage = tf.gather(parent_coverage, parent)
-        out = _write_step(tf.gather(out, parent), step, next_tokens)
-        attn = _write_step(tf.gather(attn, parent), step, tf.gather(weights, parent))
+        out = _write_step(tf.gather(out, parent), step, next_tokens, positions)
+        attn = _write_step(tf.gather(attn, parent), step, tf.gather(weights, parent), positions)
         new_state = tf.nest.map_structure(lambda x: tf.gather(x, parent), new_state)
         return (
             step + 1,

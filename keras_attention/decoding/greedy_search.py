@@ -57,6 +57,7 @@ def greedy_search(
     max_length = tf.convert_to_tensor(max_length, dtype=tf.int32)
     source_length = tf.convert_to_tensor(source_length, dtype=tf.int32)
     batch_size = tf.shape(start_tokens)[0]
+    positions = tf.range(max_length)  # made once, outside the loop
 
     def cond(step, tokens, state, log_probs, lengths, finished, out, attn):
         return tf.logical_and(step < max_length, tf.logical_not(tf.reduce_all(finished)))
@@ -77,8 +78,8 @@ def greedy_search(
         log_probs = log_probs + token_logp
         lengths = lengths + tf.cast(tf.logical_not(finished), tf.int32)
         finished = tf.logical_or(finished, tf.equal(next_tokens, end_token))
-        out = _write_step(out, step, next_tokens)
-        attn = _write_step(attn, step, weights)
+        out = _write_step(out, step, next_tokens, positions)
+        attn = _write_step(attn, step, weights, positions)
         return (
             step + 1,
             next_tokens,
@@ -110,7 +111,7 @@ def greedy_search(
     }
 
 
-def _write_step(buffer, step, values):
+def _write_step(buffer, step, values, positions):
     """Writes `values` at time `step` of a `(rows, max_length, ...)` buffer.
 
     A `where` over a one-hot time mask instead of a TensorArray write, so the
@@ -121,11 +122,14 @@ def _write_step(buffer, step, values):
         buffer: `(rows, max_length)` or `(rows, max_length, d)`.
         step: int32 scalar, the time index to write.
         values: `(rows,)` or `(rows, d)`, matching `buffer` without time.
+        positions: int32 `(max_length,)`, `range(max_length)`, made outside
+            the loop: a `range` inside the body would have a shape computed
+            at every step.
 
     Returns:
         The buffer with row `[:, step]` replaced by `values`.
     """
-    at_step = tf.equal(tf.range(tf.shape(buffer)[1]), step)  # (L,)
+    at_step = tf.equal(positions, step)  # (L,)
     if buffer.shape.rank == 2:
         return tf.where(at_step[None, :], values[:, None], buffer)
     return tf.where(at_step[None, :, None], values[:, None, :], buffer)

@@ -357,6 +357,8 @@ def export_tflite(translator, folder, variants=VARIANTS, max_length=None, attent
 def tflite_operators(model):
     """Operator names of a `.tflite` model, over all its subgraphs (loop bodies too).
 
+    `tflite_subgraph_operators` gives the same counts per subgraph.
+
     Builtins by name ("FULLY_CONNECTED"); a custom operator, Flex ops included,
     as "CUSTOM:<code>" ("CUSTOM:FlexStringLower"). Needs `ai_edge_litert`.
 
@@ -365,6 +367,23 @@ def tflite_operators(model):
 
     Returns:
         dict: operator name → number of uses.
+    """
+    counts = {}
+    for ops in tflite_subgraph_operators(model).values():
+        for name, n in ops.items():
+            counts[name] = counts.get(name, 0) + n
+    return dict(sorted(counts.items()))
+
+
+def tflite_subgraph_operators(model):
+    """Operator names of each subgraph of a `.tflite` model.
+
+    Args:
+        model: path of a `.tflite` file, or its bytes.
+
+    Returns:
+        dict: "index:name" of the subgraph ("12:while_body") → dict operator
+        name → number of uses, named as in `tflite_operators`.
     """
     try:
         from ai_edge_litert import schema_py_generated as schema
@@ -385,13 +404,16 @@ def tflite_operators(model):
             codes.append(f"CUSTOM:{code.CustomCode().decode()}")
         else:
             codes.append(names.get(builtin, f"BUILTIN_{builtin}"))
-    counts = {}
+    subgraphs = {}
     for s in range(root.SubgraphsLength()):
         subgraph = root.Subgraphs(s)
+        counts = {}
         for j in range(subgraph.OperatorsLength()):
             name = codes[subgraph.Operators(j).OpcodeIndex()]
             counts[name] = counts.get(name, 0) + 1
-    return dict(sorted(counts.items()))
+        title = (subgraph.Name() or b"").decode() or f"subgraph_{s}"
+        subgraphs[f"{s}:{title}"] = dict(sorted(counts.items()))
+    return subgraphs
 
 
 # ------------------------------------------------------------------ a run
