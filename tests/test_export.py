@@ -192,7 +192,7 @@ def test_tflite_model_has_builtin_operators_only(exported, variant):
 
 
 # Operators that compute a shape at run time. In the greedy loop's body they made
-# every later tensor dynamically shaped, and float16 `translate` about 1.25x as
+# every later tensor dynamically shaped, and float16 `translate` about 1.2x as
 # slow as float32 (docs/export.md).
 RUN_TIME_SHAPE_OPERATORS = {"SHAPE", "BROADCAST_TO", "RANGE", "PACK", "FILL"}
 
