@@ -41,6 +41,13 @@ def _ints(text):
     return [int(v) for v in text.split(",") if v]
 
 
+def _first(data, n):
+    """The first `n` pairs of a split (all of them when `n` is None)."""
+    if not n:
+        return data
+    return type(data)(en=data.en[:n], fr=data.fr[:n], stats=data.stats)
+
+
 def _score(translator, data, method, width, penalty, batch_size):
     start = time.time()
     decoded = evaluation.decode_corpus(
@@ -86,10 +93,7 @@ def run(args):
     splits = [args.val_split, *args.test_splits.split(",")]
     corpus = load_multi30k(splits, args.data_dir)
     val = corpus[args.val_split]
-    if args.max_sentences:
-        val = type(val)(
-            en=val.en[: args.max_sentences], fr=val.fr[: args.max_sentences], stats=val.stats
-        )
+    val = _first(val, args.max_sentences)
     rows = []
     for method, width, penalty in settings(_ints(args.widths), _floats(args.penalties)):
         scores = _score(translator, val, method, width, penalty, args.batch_size)
@@ -103,13 +107,13 @@ def run(args):
     best = best_setting(rows)
     tests = {}
     for split in args.test_splits.split(","):
-        data = corpus[split]
-        if args.max_sentences:
-            data = type(data)(
-                en=data.en[: args.max_sentences], fr=data.fr[: args.max_sentences], stats=data.stats
-            )
         tests[split] = _score(
-            translator, data, best["method"], best["width"], best["penalty"], args.batch_size
+            translator,
+            _first(corpus[split], args.max_sentences),
+            best["method"],
+            best["width"],
+            best["penalty"],
+            args.batch_size,
         )
     return config, rows, best, tests, len(val.en)
 
