@@ -37,6 +37,7 @@ from keras_attention.translation import distribute  # noqa: E402
 from keras_attention.translation import evaluation  # noqa: E402
 from keras_attention.translation import load_multi30k  # noqa: E402
 from keras_attention.translation import make_dataset  # noqa: E402
+from keras_attention.translation.losses import SmoothedSparseCrossentropy  # noqa: E402
 from keras_attention.translation.model import ATTENTIONS  # noqa: E402
 from keras_attention.translation.model import build_translator  # noqa: E402
 from keras_attention.translation.translator import CONFIG_FILE  # noqa: E402
@@ -57,6 +58,8 @@ PRESETS = {
         "learning_rate": 2e-3,
         "max_train_examples": None,
         "vocab_size": 8000,
+        "label_smoothing": 0.1,
+        "ema_momentum": 0.999,
     },
     "tiny": {
         "embedding_dim": 32,
@@ -67,6 +70,8 @@ PRESETS = {
         "learning_rate": 3e-3,
         "max_train_examples": 1500,
         "vocab_size": 1000,
+        "label_smoothing": 0.1,
+        "ema_momentum": 0.9,
     },
 }
 # Training pairs with a side longer than this many words are skipped (and
@@ -160,7 +165,12 @@ def train(args):
     val_data = distribute.shard_by_data(val_data)
     with strategy.scope():
         model = _compiled_model(config, source_tokenizer, target_tokenizer, args.seed)
-    callbacks = [
+    callbacks = []
+    if config["ema_momentum"]:
+        # Validation, the checkpoint and the backup see the averaged weights;
+        # the next epoch trains the raw ones again. It must come first.
+        callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
+    callbacks += [
         # The best model on the validation loss is the run's model.
         keras.callbacks.ModelCheckpoint(
             run_dir / MODEL_FILE, monitor="val_loss", save_best_only=True
@@ -200,9 +210,17 @@ def _compiled_model(config, source_tokenizer, target_tokenizer, seed):
         input_feeding=config["input_feeding"],
         seed=seed,
     )
+    # Runs from before these options trained without smoothing or averaging.
+    ema_momentum = config.get("ema_momentum", 0.0)
+    optimizer = keras.optimizers.Adam(
+        config["learning_rate"],
+        global_clipnorm=1.0,
+        use_ema=bool(ema_momentum),
+        ema_momentum=ema_momentum or 0.99,
+    )
     model.compile(
-        optimizer=keras.optimizers.Adam(config["learning_rate"], global_clipnorm=1.0),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
+        optimizer=optimizer,
+        loss=SmoothedSparseCrossentropy(config.get("label_smoothing", 0.0), ignore_class=0),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
     )
     return model
@@ -475,6 +493,13 @@ def explain(args):
 # ------------------------------------------------------------------ cli
 
 
+def _unit_interval(text):
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text}")
+    return value
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -494,6 +519,15 @@ def parse_args(argv=None):
     p.add_argument("--learning-rate", type=float)
     p.add_argument("--vocab-size", type=int)
     p.add_argument("--max-train-examples", type=int)
+    p.add_argument(
+        "--label-smoothing", type=_unit_interval, help="ε of the smoothed targets; 0: none"
+    )
+    p.add_argument(
+        "--ema-momentum",
+        type=_unit_interval,
+        help="keep an exponential moving average of the weights for validation "
+        "and the saved model; 0: none",
+    )
     p.add_argument("--no-input-feeding", action="store_true", help="Luong only")
     p.add_argument("--patience", type=int, default=3, help="early stopping")
     p.add_argument(

@@ -101,7 +101,10 @@ def masked_softmax(scores, mask=None, axis=-1):
     # broadcast_to, whose shape argument is computed at run time and would
     # make every later tensor dynamically shaped in a TFLite loop body.
     mask = ops.cast(mask, "bool")
-    x = ops.where(mask, x, ops.cast(large_negative(work_dtype), work_dtype))
+    # Straight to `work_dtype`: a Python float would pass through float32,
+    # where the float64 fill value does not fit.
+    fill = ops.convert_to_tensor(large_negative(work_dtype), dtype=work_dtype)
+    x = ops.where(mask, x, fill)
     weights = ops.softmax(x, axis=axis)
     # A fully masked row was filled uniformly; `where` zeroes it and keeps the
     # gradient of those positions at exactly 0 (no 0 * inf).

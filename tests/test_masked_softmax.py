@@ -150,3 +150,13 @@ def test_layer_in_functional_model_uses_mask_input():
     weights = model.predict([scores, mask], verbose=0)
     expected = reference_masked_softmax(scores, mask)
     np.testing.assert_allclose(weights, expected, rtol=RTOL, atol=ATOL)
+
+
+def test_float64_scores_with_mask_match_reference():
+    # The fill value of float64 is far outside float32's range: it must reach
+    # the scores without passing through a float32 constant.
+    scores, mask = _scores_and_mask(np.random.default_rng(11))
+    weights = masked_softmax(scores.astype("float64"), mask)
+    assert keras.backend.standardize_dtype(weights.dtype) == "float64"
+    expected = reference_masked_softmax(scores.astype("float64"), mask)
+    np.testing.assert_allclose(weights, expected, rtol=1e-12, atol=1e-15)

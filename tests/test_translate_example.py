@@ -11,10 +11,15 @@ import sys
 import time
 from pathlib import Path
 
+import keras
 import pytest
 from _data_paths import multi30k_dir
 from _scripts import load_script
 
+from keras_attention.translation import SubwordTokenizer
+from keras_attention.translation import load_multi30k
+from keras_attention.translation import make_dataset
+from keras_attention.translation.losses import SmoothedSparseCrossentropy
 from keras_attention.translation.translator import RUN_FILES
 from keras_attention.translation.translator import load_run
 
@@ -62,6 +67,30 @@ def test_train_writes_a_complete_run_folder(runs):
             rows = list(csv.DictReader(f))
         assert [int(r["epoch"]) for r in rows] == [0]
         assert float(rows[0]["loss"]) > 0
+
+
+def test_checkpoint_holds_the_validated_averaged_weights(runs, data_dir):
+    # The tiny preset averages the weights (EMA 0.9) and smooths the targets.
+    # The saved model must be the one whose validation loss was logged: with
+    # the weight swap after the checkpoint, the raw weights would be saved.
+    folder = runs / "bahdanau"
+    config = json.loads((folder / "config.json").read_text())
+    assert config["ema_momentum"] == 0.9 and config["label_smoothing"] == 0.1
+    with open(folder / "history.csv") as f:
+        logged = float(next(csv.DictReader(f))["val_loss"])
+    _, run_config = load_run(folder)
+    model = keras.saving.load_model(folder / "model.keras", compile=False)
+    model.compile(loss=SmoothedSparseCrossentropy(run_config["label_smoothing"]))
+    val = load_multi30k(("val",), data_dir)["val"]
+    dataset = make_dataset(
+        val.en,
+        val.fr,
+        SubwordTokenizer.load(folder / "source_vocab"),
+        SubwordTokenizer.load(folder / "target_vocab"),
+        batch_size=config["batch_size"],
+        shuffle=False,
+    )
+    assert model.evaluate(dataset, verbose=0) == pytest.approx(logged, rel=1e-4)
 
 
 def test_evaluate_scores_plots_and_heatmaps(runs, script, data_dir, tmp_path):
