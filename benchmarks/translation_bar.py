@@ -54,8 +54,29 @@ def _training_line(name, config, history):
         f"{config['source_vocab_size']} / {config['target_vocab_size']} | "
         f"{config.get('max_minutes') or '—'} | {len(history)} | "
         f"{config.get('train_minutes_last_session', float('nan')):.1f} | "
-        f"{float(best['val_loss']):.3f} (epoch {int(best['epoch']) + 1}) |"
+        f"{float(best['val_loss']):.3f} (epoch {int(best['epoch']) + 1}) | "
+        f"{_recipe_cell(config)} |"
     )
+
+
+def _recipe_cell(config):
+    # Runs trained before these options had neither.
+    smoothing = config.get("label_smoothing", 0.0)
+    momentum = config.get("ema_momentum", 0.0)
+    return f"{smoothing:g} / {f'{momentum:g}' if momentum else 'off'}"
+
+
+def _beam_words(results):
+    """The beam settings `evaluate` recorded (runs before that used 4 and 0.6)."""
+    settings = {
+        (scores.get("beam_width", 4), scores.get("length_penalty", 0.6))
+        for key, scores in results.items()
+        if key.endswith("/beam")
+    }
+    if not settings:
+        return ""
+    words = "; ".join(f"width {w}, GNMT length penalty {p:g}" for w, p in sorted(settings))
+    return f" Beam: {words}."
 
 
 def _schedule_words(config):
@@ -99,21 +120,28 @@ def build_report(run, baseline=None):
         "",
         f"Training (`--preset {config['preset']}`: dropout {config['dropout']}, Adam "
         f"{config['learning_rate']:g} with global_clipnorm 1, "
-        f"{_schedule_words(config)}, batch {config['batch_size']}, lowercased WordPiece "
+        f"{_schedule_words(config)}, label smoothing and a moving average of the "
+        f"weights as in the table, batch {config['batch_size']}, lowercased WordPiece "
         "vocabularies learned from the training split; `--max-minutes` is the time "
         "budget, after which training stops at the end of the epoch):",
         "",
         "| model | embedding / units | vocab en / fr | --max-minutes | epochs | "
-        "train minutes | best val loss |",
-        "|---|---|---|---|---|---|---|",
+        "train minutes | best val loss | label smoothing / EMA momentum |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, cfg, hist, _ in runs:
         lines.append(_training_line(name, cfg, hist))
+    if len({_recipe_cell(cfg) for _, cfg, _, _ in runs}) > 1:
+        lines += [
+            "",
+            "The runs differ in label smoothing, whose term is part of the logged "
+            "validation loss: compare their BLEU, not their validation losses.",
+        ]
     lines += [
         "",
         "BLEU (lc, tok): lowercased, Moses-tokenized, sacreBLEU with `tokenize=none` "
         "(the published scoring). BLEU (cased): sacreBLEU on detokenized cased text "
-        "(the first letter re-capitalized). Beam: width 4, GNMT length penalty 0.6.",
+        "(the first letter re-capitalized)." + _beam_words(results),
         "",
         "| model | split | decoding | BLEU (lc, tok) | BLEU (cased) | chrF | target |",
         "|---|---|---|---|---|---|---|",
