@@ -198,6 +198,15 @@ def build_report(run, baseline=None):
         ]
         for name, row in explain.items():
             lines.append(f"| {name} | {row['tvd']} | {row['bleu_lc_tok']} | {row['bleu']} |")
+        sharpness = explain.get("model's attention", {}).get("sharpness")
+        if sharpness:
+            lines += [
+                "",
+                f"Sharpness of the model's attention over its {sharpness['steps']} greedy "
+                f"steps: entropy / log(source tokens) {sharpness['entropy']} (0: one token, "
+                f"1: uniform), largest weight {sharpness['max_weight']}, largest weight on "
+                f"the last source token at {sharpness['on_last_token']:.1%} of the steps.",
+            ]
     lines += [
         "",
         f"Machine: {_report.machine_description()}; {_report.versions()}. The train "

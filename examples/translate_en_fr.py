@@ -448,6 +448,7 @@ def explain(args):
     decoded = evaluation.decode_corpus(translator, en, batch_size=args.batch_size)
     reference_hyps = evaluation.detokenize_output(decoded["text"])
     rows["model's attention"] = {"tvd": 0.0, **evaluation.score(reference_hyps, fr)}
+    sharpness = evaluation.attention_statistics(decoded["attention"])
     # Output distributions along the model's own greedy output, with and
     # without the override: the total variation distance says how much the
     # attention weights move the prediction at each step.
@@ -484,7 +485,13 @@ def explain(args):
     ]
     for name, row in rows.items():
         lines.append(f"| {name} | {row['tvd']} | {row['bleu']} | {row['bleu_lc_tok']} |")
+    lines.append(
+        f"the model's attention over {sharpness['steps']} greedy steps: entropy / log(S) "
+        f"{sharpness['entropy']}, largest weight {sharpness['max_weight']}, largest "
+        f"weight on the last source token at {sharpness['on_last_token']:.1%} of steps"
+    )
     print("\n".join(lines))
+    rows["model's attention"]["sharpness"] = sharpness
     out = Path(args.run_dir) / "explain.json"
     out.write_text(json.dumps(rows, indent=2) + "\n")
     return rows

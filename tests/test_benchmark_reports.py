@@ -85,6 +85,24 @@ def test_recipe_and_beam_settings_come_from_the_run(translation_bar, tmp_path):
     assert "width 4" not in report
 
 
+def test_attention_sharpness_is_reported_when_explain_measured_it(translation_bar, tmp_path):
+    run = _run_folder(tmp_path / "att", "bahdanau", [3.0, 2.0], {})
+    explain = {
+        "model's attention": {
+            "tvd": 0.0,
+            "bleu": 50.0,
+            "bleu_lc_tok": 51.0,
+            "sharpness": {"entropy": 0.39, "max_weight": 0.64, "on_last_token": 0.05, "steps": 9},
+        },
+        "uniform attention": {"tvd": 0.5, "bleu": 3.0, "bleu_lc_tok": 4.0},
+    }
+    (run / "explain.json").write_text(json.dumps(explain))
+    report = translation_bar.build_report(run)
+    assert "| uniform attention | 0.5 | 4.0 | 3.0 |" in report
+    assert "over its 9 greedy steps: entropy / log(source tokens) 0.39" in report
+    assert "on the last source token at 5.0% of the steps" in report
+
+
 @pytest.mark.parametrize(
     "losses, epochs, expected",
     [

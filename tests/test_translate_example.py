@@ -170,6 +170,12 @@ def test_explain_reports_distribution_change(runs, script, data_dir):
     assert rows["model's attention"]["tvd"] == 0.0
     for name in ("uniform attention", "permute attention"):
         assert 0.0 < rows[name]["tvd"] <= 1.0
+    sharpness = rows["model's attention"]["sharpness"]
+    assert sharpness["steps"] > 0
+    for key in ("entropy", "max_weight", "on_last_token"):
+        assert 0.0 <= sharpness[key] <= 1.0
+    saved = json.loads((runs / "bahdanau" / "explain.json").read_text())
+    assert saved["model's attention"]["sharpness"] == sharpness
 
 
 def test_beam_settings_choose_on_val_and_score_the_choice_on_test(runs, data_dir):

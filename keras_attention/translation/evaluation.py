@@ -201,6 +201,46 @@ def total_variation(p, q, mask=None):
     return float(tvd[mask].mean()) if mask.any() else math.nan
 
 
+def attention_statistics(attention):
+    """How sharp a decoder's attention is, over a corpus of decoded sentences.
+
+    Args:
+        attention: list of (target steps, source tokens) weight arrays, as
+            `decode_corpus` returns them; sentences of one source token or no
+            target step are skipped (their entropy has no scale).
+
+    Returns:
+        A dict of means over target steps: `entropy`, the entropy of each
+        step's weights divided by log(source tokens) (0: all weight on one
+        token, 1: uniform); `max_weight`, the largest weight; `on_last_token`,
+        the share of steps whose largest weight is on the last source token
+        (usually the full stop); `steps`, how many steps were counted.
+    """
+    entropies, maxima, on_last = [], [], []
+    for weights in attention:
+        weights = np.asarray(weights, np.float64)  # (T, S)
+        if weights.ndim != 2:
+            raise ValueError(
+                "Invalid value for argument `attention`. Expected arrays of shape "
+                f"(target steps, source tokens). Received: shape={weights.shape}"
+            )
+        steps, source = weights.shape
+        if steps == 0 or source < 2:
+            continue
+        logs = np.log(np.where(weights > 0, weights, 1.0))
+        entropies.extend(-(weights * logs).sum(-1) / np.log(source))
+        maxima.extend(weights.max(-1))
+        on_last.extend(weights.argmax(-1) == source - 1)
+    if not entropies:
+        return {"entropy": math.nan, "max_weight": math.nan, "on_last_token": math.nan, "steps": 0}
+    return {
+        "entropy": round(float(np.mean(entropies)), 4),
+        "max_weight": round(float(np.mean(maxima)), 4),
+        "on_last_token": round(float(np.mean(on_last)), 4),
+        "steps": len(entropies),
+    }
+
+
 def plot_bleu_by_length(curves, path, title="BLEU by source length"):
     """One line per model: `curves` maps a name to `bleu_by_length` rows."""
     import matplotlib
