@@ -168,3 +168,15 @@ def test_beam_settings_refuses_to_choose_on_a_test_split(beam_settings, capsys):
     with pytest.raises(SystemExit):
         beam_settings.parse_args(["--val-split", "test_2016_flickr"])
     assert "is also a test split" in capsys.readouterr().err
+
+
+def test_recipe_cost_ratios_are_to_plain_cross_entropy_in_the_same_run():
+    bench = load_script("benchmarks/recipe_cost.py")
+    names = list(bench.RECIPES)
+    cpu = {names[0]: [2.0, 3.0, 2.0], names[1]: [3.0, 3.0, 3.0]}
+    cpu.update({name: [2.0, 2.0, 2.0] for name in names[2:]})
+    wall = {name: [1.0, 1.0, 1.0] for name in names}
+    wall[names[1]] = [2.0, 2.0, 2.0]
+    report = bench.report(cpu, wall, steps=10, rounds=3)
+    assert f"| {names[0]} | 0.200 | 1.00× | 2.00, 3.00, 2.00 | 1.00× |" in report
+    assert f"| {names[1]} | 0.300 | 1.50× | 3.00, 3.00, 3.00 | 2.00× |" in report
