@@ -78,7 +78,7 @@ def measure(steps, rounds):
     return cpu, wall
 
 
-def report(cpu, wall, steps, rounds):
+def report(cpu, wall, steps, rounds, load=None):
     reference = next(iter(RECIPES))
     ref_cpu = float(np.median(cpu[reference]))
     ref_wall = float(np.median(wall[reference]))
@@ -86,7 +86,8 @@ def report(cpu, wall, steps, rounds):
         f"Translator of the default preset (Bahdanau, embedding 128, units 256), vocabulary "
         f"{VOCAB}, batch {BATCH}, source {SOURCE}, target {TARGET}, random tokens. "
         f"`model.fit` over {steps} steps after warm-up, {rounds} interleaved rounds; "
-        "medians, ratios to plain cross-entropy in the same run.",
+        "medians, ratios to plain cross-entropy in the same run. The CPU-time ratio is "
+        "the measure; wall time on a shared virtual machine moves in coarse steps.",
         "",
         "| recipe | CPU s per step | × plain, CPU time | rounds (CPU s) | × plain, wall |",
         "|---|---:|---:|---|---:|",
@@ -102,7 +103,9 @@ def report(cpu, wall, steps, rounds):
     lines += [
         "",
         f"Command: `{_report.command_line()}`  ",
-        f"Machine: {_report.machine_description()}; {_report.versions()}  ",
+        f"Machine: {_report.machine_description()}"
+        + (f", load average {load:.1f} at the start" if load is not None else "")
+        + f"; {_report.versions()}  ",
         f"Date: {_report.today()}, revision {_report.git_revision()}",
     ]
     return "\n".join(lines)
@@ -116,8 +119,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.steps < 1 or args.rounds < 1:
         parser.error("--steps and --rounds must be at least 1")
+    load = os.getloadavg()[0]
     cpu, wall = measure(args.steps, args.rounds)
-    text = report(cpu, wall, args.steps, args.rounds)
+    text = report(cpu, wall, args.steps, args.rounds, load)
     print(text)
     if not args.no_write:
         print("written to", _report.write_section("Training recipe cost", text))
