@@ -3,29 +3,27 @@
 Builds the translator of the default preset (embedding 128, units 256, Bahdanau
 attention) four times, with and without `SmoothedSparseCrossentropy`'s smoothing
 and Adam's moving average of the weights (`use_ema`), and times `model.fit`
-over the same random batches, the four models interleaved in each round. CPU
-time of the process is the measure: on a machine shared with other jobs it
-moves less than wall time. Writes the "Training recipe cost" section of
-docs/benchmarks.md.
+over the same padded random batches, the four models interleaved in each
+round (batches and timer from `decoder_speed.py`). CPU time of the process is
+the measure: on a machine shared with other jobs it moves less than wall
+time. Writes the "Training recipe cost" section of docs/benchmarks.md.
 
     python benchmarks/recipe_cost.py --steps 20 --rounds 3
 """
 
 import argparse
 import os
-import resource
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _report  # noqa: E402
+import decoder_speed  # noqa: E402
 
 from keras_attention.translation.losses import SmoothedSparseCrossentropy  # noqa: E402
 from keras_attention.translation.model import build_translator  # noqa: E402
@@ -37,32 +35,23 @@ RECIPES = {
     "EMA 0.999": (0.0, 0.999),
     "label smoothing 0.1 + EMA 0.999": (0.1, 0.999),
 }
-BATCH, SOURCE, TARGET, VOCAB = 64, 16, 18, 2900
-
-
-def _cpu_seconds():
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+# The shapes `decoder_speed.random_batches` reads; vocabulary of the real run.
+SHAPES = argparse.Namespace(batch_size=64, source_length=16, target_length=18, vocab=2900)
 
 
 def _model(smoothing, momentum):
     keras.utils.set_random_seed(0)
-    model = build_translator(VOCAB, VOCAB)
+    model = build_translator(SHAPES.vocab, SHAPES.vocab)
     optimizer = keras.optimizers.Adam(
-        1e-3, global_clipnorm=1.0, use_ema=bool(momentum), ema_momentum=momentum or 0.99
+        1e-3, global_clipnorm=1.0, use_ema=bool(momentum), ema_momentum=momentum
     )
     model.compile(optimizer=optimizer, loss=SmoothedSparseCrossentropy(smoothing))
     return model
 
 
 def measure(steps, rounds):
-    rng = np.random.default_rng(0)
-    n = BATCH * steps
-    source = rng.integers(4, VOCAB, (n, SOURCE)).astype("int32")
-    decoder_input = rng.integers(4, VOCAB, (n, TARGET)).astype("int32")
-    target = rng.integers(4, VOCAB, (n, TARGET)).astype("int32")
-    data = tf.data.Dataset.from_tensor_slices(((source, decoder_input), target))
-    data = data.batch(BATCH).cache()
+    data, _ = decoder_speed.random_batches(SHAPES, np.random.default_rng(0), steps)
+    data = data.cache()
     models = {}
     for name, (smoothing, momentum) in RECIPES.items():
         models[name] = _model(smoothing, momentum)
@@ -71,10 +60,9 @@ def measure(steps, rounds):
     wall = {name: [] for name in RECIPES}
     for _ in range(rounds):
         for name, model in models.items():
-            start_cpu, start_wall = _cpu_seconds(), time.perf_counter()
-            model.fit(data, epochs=1, verbose=0)
-            cpu[name].append(_cpu_seconds() - start_cpu)
-            wall[name].append(time.perf_counter() - start_wall)
+            seconds, cpu_seconds = decoder_speed.timed_fit(model, data)
+            wall[name].append(seconds)
+            cpu[name].append(cpu_seconds)
     return cpu, wall
 
 
@@ -84,7 +72,8 @@ def report(cpu, wall, steps, rounds, load=None):
     ref_wall = float(np.median(wall[reference]))
     lines = [
         f"Translator of the default preset (Bahdanau, embedding 128, units 256), vocabulary "
-        f"{VOCAB}, batch {BATCH}, source {SOURCE}, target {TARGET}, random tokens. "
+        f"{SHAPES.vocab}, batch {SHAPES.batch_size}, source {SHAPES.source_length}, target "
+        f"{SHAPES.target_length}, random tokens and lengths (half to all, padded). "
         f"`model.fit` over {steps} steps after warm-up, {rounds} interleaved rounds; "
         "medians, ratios to plain cross-entropy in the same run. The CPU-time ratio is "
         "the measure; wall time on a shared virtual machine moves in coarse steps.",

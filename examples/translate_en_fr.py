@@ -211,17 +211,15 @@ def _compiled_model(config, source_tokenizer, target_tokenizer, seed):
         input_feeding=config["input_feeding"],
         seed=seed,
     )
-    # Runs from before these options trained without smoothing or averaging.
-    ema_momentum = config.get("ema_momentum", 0.0)
     optimizer = keras.optimizers.Adam(
         config["learning_rate"],
         global_clipnorm=1.0,
-        use_ema=bool(ema_momentum),
-        ema_momentum=ema_momentum or 0.99,
+        use_ema=bool(config["ema_momentum"]),
+        ema_momentum=config["ema_momentum"],
     )
     model.compile(
         optimizer=optimizer,
-        loss=SmoothedSparseCrossentropy(config.get("label_smoothing", 0.0), ignore_class=0),
+        loss=SmoothedSparseCrossentropy(config["label_smoothing"], ignore_class=0),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
     )
     return model
