@@ -1,9 +1,10 @@
-"""What label smoothing and the weight average cost per training step.
+"""What label smoothing, the weight average and tied embeddings cost per training step.
 
 Builds the translator of the default preset (embedding 128, units 256, Bahdanau
-attention) four times, with and without `SmoothedSparseCrossentropy`'s smoothing
-and Adam's moving average of the weights (`use_ema`), and times `model.fit`
-over the same padded random batches, the four models interleaved in each
+attention) five times: with and without `SmoothedSparseCrossentropy`'s smoothing
+and Adam's moving average of the weights (`use_ema`), and with the output layer
+tied to the target embedding (`tie_embeddings=True`), and times `model.fit`
+over the same padded random batches, the five models interleaved in each
 round (batches and timer from `decoder_speed.py`). CPU time of the process is
 the measure: on a machine shared with other jobs it moves less than wall
 time. Writes the "Training recipe cost" section of docs/benchmarks.md.
@@ -28,20 +29,21 @@ import decoder_speed  # noqa: E402
 from keras_attention.translation.losses import SmoothedSparseCrossentropy  # noqa: E402
 from keras_attention.translation.model import build_translator  # noqa: E402
 
-# name -> (label smoothing, EMA momentum); the first is the reference.
+# name -> (label smoothing, EMA momentum, tied embeddings); the first is the reference.
 RECIPES = {
-    "plain cross-entropy": (0.0, 0.0),
-    "label smoothing 0.1": (0.1, 0.0),
-    "EMA 0.999": (0.0, 0.999),
-    "label smoothing 0.1 + EMA 0.999": (0.1, 0.999),
+    "plain cross-entropy": (0.0, 0.0, False),
+    "label smoothing 0.1": (0.1, 0.0, False),
+    "EMA 0.999": (0.0, 0.999, False),
+    "label smoothing 0.1 + EMA 0.999": (0.1, 0.999, False),
+    "tied embeddings": (0.0, 0.0, True),
 }
 # The shapes `decoder_speed.random_batches` reads; vocabulary of the real run.
 SHAPES = argparse.Namespace(batch_size=64, source_length=16, target_length=18, vocab=2900)
 
 
-def _model(smoothing, momentum):
+def _model(smoothing, momentum, tie_embeddings):
     keras.utils.set_random_seed(0)
-    model = build_translator(SHAPES.vocab, SHAPES.vocab)
+    model = build_translator(SHAPES.vocab, SHAPES.vocab, tie_embeddings=tie_embeddings)
     optimizer = keras.optimizers.Adam(
         1e-3, global_clipnorm=1.0, use_ema=bool(momentum), ema_momentum=momentum
     )
@@ -53,8 +55,8 @@ def measure(steps, rounds):
     data, _ = decoder_speed.random_batches(SHAPES, np.random.default_rng(0), steps)
     data = data.cache()
     models = {}
-    for name, (smoothing, momentum) in RECIPES.items():
-        models[name] = _model(smoothing, momentum)
+    for name, recipe in RECIPES.items():
+        models[name] = _model(*recipe)
         models[name].fit(data.take(2), epochs=1, verbose=0)  # trace and warm up
     cpu = {name: [] for name in RECIPES}
     wall = {name: [] for name in RECIPES}
@@ -63,10 +65,11 @@ def measure(steps, rounds):
             seconds, cpu_seconds = decoder_speed.timed_fit(model, data)
             wall[name].append(seconds)
             cpu[name].append(cpu_seconds)
-    return cpu, wall
+    weights = {name: model.count_params() for name, model in models.items()}
+    return cpu, wall, weights
 
 
-def report(cpu, wall, steps, rounds, load=None):
+def report(cpu, wall, weights, steps, rounds, load=None):
     reference = next(iter(RECIPES))
     ref_cpu = float(np.median(cpu[reference]))
     ref_wall = float(np.median(wall[reference]))
@@ -78,15 +81,17 @@ def report(cpu, wall, steps, rounds, load=None):
         "medians, ratios to plain cross-entropy in the same run. The CPU-time ratio is "
         "the measure; wall time on a shared virtual machine moves in coarse steps.",
         "",
-        "| recipe | CPU s per step | × plain, CPU time | rounds (CPU s) | × plain, wall |",
-        "|---|---:|---:|---|---:|",
+        "| recipe | weights | CPU s per step | × plain, CPU time | rounds (CPU s) "
+        "| × plain, wall |",
+        "|---|---:|---:|---:|---|---:|",
     ]
     for name in RECIPES:
         median_cpu = float(np.median(cpu[name]))
         median_wall = float(np.median(wall[name]))
         rounds_text = ", ".join(f"{v:.2f}" for v in cpu[name])
         lines.append(
-            f"| {name} | {median_cpu / steps:.3f} | {median_cpu / ref_cpu:.2f}× | "
+            f"| {name} | {weights[name]:,} | {median_cpu / steps:.3f} | "
+            f"{median_cpu / ref_cpu:.2f}× | "
             f"{rounds_text} | {median_wall / ref_wall:.2f}× |"
         )
     lines += [
@@ -109,8 +114,8 @@ def main(argv=None):
     if args.steps < 1 or args.rounds < 1:
         parser.error("--steps and --rounds must be at least 1")
     load = os.getloadavg()[0]
-    cpu, wall = measure(args.steps, args.rounds)
-    text = report(cpu, wall, args.steps, args.rounds, load)
+    cpu, wall, weights = measure(args.steps, args.rounds)
+    text = report(cpu, wall, weights, args.steps, args.rounds, load)
     print(text)
     if not args.no_write:
         print("written to", _report.write_section("Training recipe cost", text))

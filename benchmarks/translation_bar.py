@@ -55,7 +55,7 @@ def _training_line(name, config, history):
         f"{config.get('max_minutes') or '—'} | {len(history)} | "
         f"{config.get('train_minutes_last_session', float('nan')):.1f} | "
         f"{float(best['val_loss']):.3f} (epoch {int(best['epoch']) + 1}) | "
-        f"{_recipe_cell(config)} |"
+        f"{_recipe_cell(config)} | {'tied' if config.get('tie_embeddings') else 'Dense'} |"
     )
 
 
@@ -120,14 +120,15 @@ def build_report(run, baseline=None):
         "",
         f"Training (`--preset {config['preset']}`: dropout {config['dropout']}, Adam "
         f"{config['learning_rate']:g} with global_clipnorm 1, "
-        f"{_schedule_words(config)}, label smoothing and a moving average of the "
-        f"weights as in the table, batch {config['batch_size']}, lowercased WordPiece "
+        f"{_schedule_words(config)}, label smoothing, a moving average of the "
+        f"weights and the output layer (its own Dense, or tied to the target "
+        f"embedding) as in the table, batch {config['batch_size']}, lowercased WordPiece "
         "vocabularies learned from the training split; `--max-minutes` is the time "
         "budget, after which training stops at the end of the epoch):",
         "",
         "| model | embedding / units | vocab en / fr | --max-minutes | epochs | "
-        "train minutes | best val loss | label smoothing / EMA momentum |",
-        "|---|---|---|---|---|---|---|---|",
+        "train minutes | best val loss | label smoothing / EMA momentum | output layer |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, cfg, hist, _ in runs:
         lines.append(_training_line(name, cfg, hist))

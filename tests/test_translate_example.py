@@ -20,6 +20,7 @@ from keras_attention.translation import SubwordTokenizer
 from keras_attention.translation import load_multi30k
 from keras_attention.translation import make_dataset
 from keras_attention.translation.losses import SmoothedSparseCrossentropy
+from keras_attention.translation.tied_embedding import TiedEmbedding
 from keras_attention.translation.translator import RUN_FILES
 from keras_attention.translation.translator import load_run
 
@@ -29,6 +30,10 @@ TINY = ["--preset", "tiny", "--max-train-examples", "300", "--epochs", "1"]
 # The smoothed loss and the weight average are off in the presets; the tiny
 # runs turn them on so that their code paths (checkpoint, resume) are tested.
 RECIPE = ["--label-smoothing", "0.1", "--ema-momentum", "0.9"]
+# The attention run has its own output layer and the baseline ties it to the
+# target embedding (the presets' choice), so that both model shapes go
+# through every command; the resumed run ties it too.
+TIED = {"bahdanau": ["--no-tie-embeddings"], "none": ["--tie-embeddings"]}
 
 
 def _load_script():
@@ -56,6 +61,7 @@ def runs(tmp_path_factory, script, data_dir):
             ["--data-dir", data_dir, "train", "--attention", attention]
             + TINY
             + RECIPE
+            + TIED[attention]
             + ["--run-dir", str(root / attention)]
         )
     return root
@@ -67,6 +73,10 @@ def test_train_writes_a_complete_run_folder(runs):
         assert all((folder / name).exists() for name in RUN_FILES)
         config = json.loads((folder / "config.json").read_text())
         assert config["attention"] == attention
+        assert config["tie_embeddings"] is (attention == "none")
+        model = keras.saving.load_model(folder / "model.keras", compile=False)
+        tied = isinstance(model.get_layer("target_embedding"), TiedEmbedding)
+        assert tied is (attention == "none")
         with open(folder / "history.csv") as f:
             rows = list(csv.DictReader(f))
         assert [int(r["epoch"]) for r in rows] == [0]
@@ -242,6 +252,7 @@ def test_killed_run_resumes_from_saved_epoch(tmp_path, data_dir):
         "--run-dir",
         str(run_dir),
         *RECIPE,
+        "--tie-embeddings",
     ]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     process = subprocess.Popen(

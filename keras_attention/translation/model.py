@@ -5,6 +5,11 @@
     decoder_input_ids (B, T) ─ Embedding ─ Dropout ─┐
          memory, s_0, source mask (automatic) ─► Decoder ─ Dropout ─ Dense ─► logits
 
+With `tie_embeddings=True` the target embedding is a `TiedEmbedding` and the
+last Dense is that same embedding called in reverse (logits = o · Eᵀ + b); the
+decoder's output o then has the embedding size (the attention decoders' own
+output layer, or a `readout` Dense(tanh) after the baseline's GRU).
+
 The decoder is `BahdanauDecoder` or `LuongDecoder` with the attention the
 configuration names, or a plain Keras GRU for the no-attention baseline (it
 starts from s_0, the whole source squeezed into one vector).
@@ -16,6 +21,7 @@ from keras_attention.bahdanau_attention import BahdanauAttention
 from keras_attention.bahdanau_decoder import BahdanauDecoder
 from keras_attention.luong_attention import LuongAttention
 from keras_attention.luong_decoder import LuongDecoder
+from keras_attention.translation.tied_embedding import TiedEmbedding
 
 ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat", "none")
 
@@ -26,13 +32,18 @@ BRIDGE = "bridge"
 TARGET_EMBEDDING = "target_embedding"
 DECODER = "decoder"
 LOGITS = "logits"
+READOUT = "readout"  # the baseline's projection to the embedding size when tied
 
 
-def make_decoder(attention, units, cell_type="gru", input_feeding=True, seed=None):
+def make_decoder(
+    attention, units, cell_type="gru", input_feeding=True, seed=None, output_units=None
+):
     """The decoder layer for an attention name of `ATTENTIONS` (not "none")."""
     if attention == "bahdanau":
         layer = BahdanauAttention(units, name="attention")
-        return BahdanauDecoder(units, layer, cell_type=cell_type, seed=seed, name=DECODER)
+        return BahdanauDecoder(
+            units, layer, cell_type=cell_type, output_units=output_units, seed=seed, name=DECODER
+        )
     if attention.startswith("luong-"):
         layer = LuongAttention(score_mode=attention[len("luong-") :], name="attention")
         return LuongDecoder(
@@ -40,6 +51,7 @@ def make_decoder(attention, units, cell_type="gru", input_feeding=True, seed=Non
             layer,
             cell_type=cell_type,
             input_feeding=input_feeding,
+            output_units=output_units,
             seed=seed,
             name=DECODER,
         )
@@ -57,6 +69,7 @@ def build_translator(
     units=256,
     dropout=0.3,
     input_feeding=True,
+    tie_embeddings=False,
     seed=None,
 ):
     """Builds the training model: `(source_ids, decoder_input_ids) → logits`.
@@ -71,6 +84,9 @@ def build_translator(
             "luong-dot" needs: d_q == d_k).
         dropout: dropout on the embeddings and on the decoder outputs.
         input_feeding: Luong decoders only.
+        tie_embeddings: whether the output layer reuses the target embedding
+            matrix (`TiedEmbedding`); the decoder output then has
+            `embedding_dim` features.
         seed: seed of the dropout layers.
 
     Returns:
@@ -102,17 +118,32 @@ def build_translator(
         keras.layers.Concatenate(name="encoder_state")([forward, backward])
     )  # s_0: (B, units)
 
-    y = keras.layers.Embedding(
+    embedding_class = TiedEmbedding if tie_embeddings else keras.layers.Embedding
+    target_embedding = embedding_class(
         target_vocab_size, embedding_dim, mask_zero=True, name=TARGET_EMBEDDING
-    )(decoder_input)  # (B, T, E)
+    )
+    y = target_embedding(decoder_input)  # (B, T, E)
     y = keras.layers.Dropout(dropout, seed=seed, name="target_dropout")(y)
     if attention == "none":
         outputs = keras.layers.GRU(units, return_sequences=True, name=DECODER)(
             y, initial_state=initial_state
         )  # (B, T, units)
+        if tie_embeddings:
+            outputs = keras.layers.Dense(embedding_dim, activation="tanh", name=READOUT)(
+                outputs
+            )  # (B, T, E)
     else:
-        decoder = make_decoder(attention, units, input_feeding=input_feeding, seed=seed)
-        outputs, _, _ = decoder(y, memory, initial_state=initial_state)
+        decoder = make_decoder(
+            attention,
+            units,
+            input_feeding=input_feeding,
+            seed=seed,
+            output_units=embedding_dim if tie_embeddings else None,
+        )
+        outputs, _, _ = decoder(y, memory, initial_state=initial_state)  # (B, T, E or units)
     outputs = keras.layers.Dropout(dropout, seed=seed, name="output_dropout")(outputs)
-    logits = keras.layers.Dense(target_vocab_size, name=LOGITS)(outputs)
+    if tie_embeddings:
+        logits = target_embedding(outputs, reverse=True)  # (B, T, V)
+    else:
+        logits = keras.layers.Dense(target_vocab_size, name=LOGITS)(outputs)
     return keras.Model([source, decoder_input], logits, name=f"translator_{attention}")

@@ -13,6 +13,7 @@ import tensorflow as tf
 from keras_attention.decoding import beam_search
 from keras_attention.decoding import greedy_search
 from keras_attention.translation import model as model_lib
+from keras_attention.translation.tied_embedding import TiedEmbedding
 from keras_attention.translation.tokenizer import SubwordTokenizer
 
 # What a training run's folder holds, and what loading one needs.
@@ -71,10 +72,23 @@ class Translator(tf.Module):
         self.bridge = model.get_layer(model_lib.BRIDGE)
         self.target_embedding = model.get_layer(model_lib.TARGET_EMBEDDING)
         self.decoder = model.get_layer(model_lib.DECODER)
-        self.logits = model.get_layer(model_lib.LOGITS)
+        names = {layer.name for layer in model.layers}
+        # A tied model scores with its target embedding (reverse call); the
+        # baseline then has a readout to the embedding size before it.
+        self.tied = isinstance(self.target_embedding, TiedEmbedding)
+        self.readout = model.get_layer(model_lib.READOUT) if model_lib.READOUT in names else None
+        self.output_layer = None if self.tied else model.get_layer(model_lib.LOGITS)
         self.has_attention = hasattr(self.decoder, "get_decode_state")
 
     # ------------------------------------------------------------ pieces
+
+    def logits(self, outputs):
+        """Decoder outputs (..., d) → logits (..., V), as in the trained model."""
+        if self.readout is not None:
+            outputs = self.readout(outputs)
+        if self.tied:
+            return self.target_embedding(outputs, reverse=True)
+        return self.output_layer(outputs)
 
     def encode(self, source_ids):
         """source_ids (B, S) int32 → the first decoder state (a dict)."""
