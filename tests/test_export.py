@@ -58,7 +58,7 @@ def corpus():
     return load_multi30k(("train", "val"), folder)
 
 
-def _write_run(folder, corpus, attention):
+def _write_run(folder, corpus, attention, tie_embeddings=False):
     """A run folder as `translate_en_fr.py train` writes it, with random weights."""
     keras.utils.set_random_seed(0)
     train = corpus["train"]
@@ -71,6 +71,7 @@ def _write_run(folder, corpus, attention):
         embedding_dim=16,
         units=32,
         dropout=0.0,
+        tie_embeddings=tie_embeddings,
         seed=0,
     )
     folder.mkdir(parents=True)
@@ -275,6 +276,33 @@ def test_app_loop_over_decode_step_equals_translate_signature(exported, example,
         loop_tokens, loop_attention = lite.translate_ids_app_loop(ids)
         assert loop_tokens == tokens
         np.testing.assert_allclose(loop_attention, attention, atol=1e-5)
+
+
+def test_tied_translator_exports_with_builtin_operators_and_keras_outputs(
+    tmp_path, corpus, example, sentences
+):
+    # The presets tie the output layer to the target embedding: one matrix
+    # read by a gather and by the logits' matmul inside the loop.
+    run = _write_run(tmp_path / "tied", corpus, "bahdanau", tie_embeddings=True)
+    export.export_run(run, tmp_path / "out", variants=("float32",), saved_model=False)
+    path = tmp_path / "out" / export.TFLITE_DIR / export.tflite_filename("float32")
+    ops = export.tflite_operators(path)
+    assert not [name for name in ops if name.startswith("CUSTOM") or "Flex" in name]
+    assert not {"VAR_HANDLE", "READ_VARIABLE"} & set(ops)
+    translator = load_run(run)[0]
+    lite = example.LiteTranslator(tmp_path / "out" / export.TFLITE_DIR, "float32")
+    start = translator.target_tokenizer.start_id
+    for sentence in sentences[:3]:
+        source = lite.source.tokenize(sentence)
+        logits, _, _ = lite.decode_step(start, lite.encode(source))
+        expected, _, _ = translator.step(
+            tf.constant([start]), translator.encode(tf.constant([source], tf.int32))
+        )
+        np.testing.assert_allclose(logits, expected.numpy()[0], atol=1e-4, rtol=0)
+    assert _agreement(
+        [lite.translate_ids(lite.source.tokenize(s))[0] for s in sentences[:5]],
+        _keras_one_by_one(translator, sentences[:5]),
+    ) >= MIN_AGREEMENT
 
 
 @pytest.mark.parametrize("variant", ["float16", "int8"])
