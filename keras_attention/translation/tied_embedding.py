@@ -10,7 +10,7 @@ which removes V × E parameters and, on small corpora, regularizes. The
 translator ties its target embedding this way (`build_translator(...,
 tie_embeddings=True)`); the decoder's output then has the embedding size.
 
-The matrix now also sets the scale of the logits, so the default initializer
+Because the matrix also sets the scale of the logits, the default initializer
 is a normal with standard deviation 1/√E: a tanh output o then gives logits of
 standard deviation at most 1 at the start, as a Glorot-initialized Dense would.
 `Embedding`'s own default, uniform in ±0.05, gives logits near 0 for every
@@ -33,8 +33,8 @@ class TiedEmbedding(keras.layers.Embedding):
             Defaults to `True`.
         embeddings_initializer: defaults to a normal of standard deviation
             `output_dim ** -0.5` (see the module docstring).
-        **kwargs: the arguments of `keras.layers.Embedding` (`mask_zero`,
-            `embeddings_initializer`, `name`, `dtype`, ...).
+        **kwargs: the other arguments of `keras.layers.Embedding`
+            (`mask_zero`, `name`, `dtype`, ...).
 
     Call arguments:
         inputs: int token ids (any shape) for the forward call; float vectors
