@@ -52,6 +52,8 @@ PRESETS = {
     "default": {
         "embedding_dim": 128,
         "units": 256,
+        # GRU size of each encoder direction; None: units / 2.
+        "encoder_units": None,
         "dropout": 0.3,
         "batch_size": 64,
         "epochs": 30,
@@ -67,6 +69,7 @@ PRESETS = {
     "tiny": {
         "embedding_dim": 32,
         "units": 64,
+        "encoder_units": None,
         "dropout": 0.1,
         "batch_size": 32,
         "epochs": 2,
@@ -213,6 +216,7 @@ def _compiled_model(config, source_tokenizer, target_tokenizer, seed):
         dropout=config["dropout"],
         input_feeding=config["input_feeding"],
         tie_embeddings=config["tie_embeddings"],
+        encoder_units=config["encoder_units"],
         seed=seed,
     )
     optimizer = keras.optimizers.Adam(
@@ -526,6 +530,11 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=int)
     p.add_argument("--embedding-dim", type=int)
     p.add_argument("--units", type=int)
+    p.add_argument(
+        "--encoder-units",
+        type=int,
+        help="GRU size of each encoder direction (default: units / 2)",
+    )
     p.add_argument("--dropout", type=float)
     p.add_argument("--learning-rate", type=float)
     p.add_argument("--vocab-size", type=int)

@@ -34,6 +34,10 @@ RECIPE = ["--label-smoothing", "0.1", "--ema-momentum", "0.9"]
 # target embedding (the presets' choice), so that both model shapes go
 # through every command; the resumed run ties it too.
 TIED = {"bahdanau": ["--no-tie-embeddings"], "none": ["--tie-embeddings"]}
+# The attention run's encoder has 48 units per direction (memory 96, decoder
+# 64), so every command also runs with a memory wider than the decoder; the
+# baseline keeps the preset's units / 2.
+ENCODER_UNITS = {"bahdanau": ["--encoder-units", "48"], "none": []}
 
 
 def _load_script():
@@ -62,6 +66,7 @@ def runs(tmp_path_factory, script, data_dir):
             + TINY
             + RECIPE
             + TIED[attention]
+            + ENCODER_UNITS[attention]
             + ["--run-dir", str(root / attention)]
         )
     return root
@@ -77,6 +82,10 @@ def test_train_writes_a_complete_run_folder(runs):
         model = keras.saving.load_model(folder / "model.keras", compile=False)
         tied = isinstance(model.get_layer("target_embedding"), TiedEmbedding)
         assert tied is (attention == "none")
+        per_direction = 48 if attention == "bahdanau" else 32  # tiny: units 64
+        assert config["encoder_units"] == (48 if attention == "bahdanau" else None)
+        memory = model.get_layer("encoder").output[0]
+        assert tuple(memory.shape) == (None, None, 2 * per_direction)
         with open(folder / "history.csv") as f:
             rows = list(csv.DictReader(f))
         assert [int(r["epoch"]) for r in rows] == [0]

@@ -1,6 +1,6 @@
 """The English-French translator: a functional-API encoder-decoder.
 
-    source_ids (B, S) ─ Embedding ─ Dropout ─ BiGRU ─► memory (B, S, units)
+    source_ids (B, S) ─ Embedding ─ Dropout ─ BiGRU ─► memory (B, S, 2 · encoder_units)
                                               └─ final states ─ Dense(tanh) ─► s_0
     decoder_input_ids (B, T) ─ Embedding ─ Dropout ─┐
          memory, s_0, source mask (automatic) ─► Decoder ─ Dropout ─ Dense ─► logits
@@ -70,6 +70,7 @@ def build_translator(
     dropout=0.3,
     input_feeding=True,
     tie_embeddings=False,
+    encoder_units=None,
     seed=None,
 ):
     """Builds the training model: `(source_ids, decoder_input_ids) → logits`.
@@ -79,14 +80,16 @@ def build_translator(
         target_vocab_size: size of the target vocabulary (id 0 is padding).
         attention: one of `ATTENTIONS`.
         embedding_dim: size of both embeddings.
-        units: decoder state size; the bidirectional encoder has units / 2 per
-            direction, so the memory has `units` features (which
-            "luong-dot" needs: d_q == d_k).
+        units: decoder state size.
         dropout: dropout on the embeddings and on the decoder outputs.
         input_feeding: Luong decoders only.
         tie_embeddings: whether the output layer reuses the target embedding
             matrix (`TiedEmbedding`); the decoder output then has
             `embedding_dim` features.
+        encoder_units: GRU size of each direction of the bidirectional
+            encoder; the memory has twice as many features. Default
+            `units / 2`, so that the memory has `units` features, which
+            "luong-dot" needs (d_q == d_k).
         seed: seed of the dropout layers.
 
     Returns:
@@ -98,10 +101,25 @@ def build_translator(
             f"Invalid value for argument `attention`. Expected one of {ATTENTIONS}. "
             f"Received: attention={attention!r}"
         )
-    if units % 2:
+    if encoder_units is None:
+        if units % 2:
+            raise ValueError(
+                "Invalid value for argument `units`. Expected an even number (the "
+                "encoder has units / 2 per direction unless `encoder_units` is "
+                f"given). Received: units={units}"
+            )
+        encoder_units = units // 2
+    if isinstance(encoder_units, bool) or not isinstance(encoder_units, int) or encoder_units < 1:
         raise ValueError(
-            "Invalid value for argument `units`. Expected an even number (the "
-            f"encoder has units / 2 per direction). Received: units={units}"
+            "Invalid value for argument `encoder_units`. Expected a positive int "
+            f"(the GRU size of each encoder direction). Received: encoder_units={encoder_units!r}"
+        )
+    if attention == "luong-dot" and 2 * encoder_units != units:
+        raise ValueError(
+            "attention='luong-dot' scores s_t · h_i, so the memory (2 · encoder_units "
+            f"= {2 * encoder_units} features) must have the size of the decoder state "
+            f"(units = {units}). Received: units={units}, encoder_units={encoder_units}. "
+            "Use encoder_units=units / 2, or 'luong-general'."
         )
     source = keras.Input((None,), dtype="int32", name="source_ids")
     decoder_input = keras.Input((None,), dtype="int32", name="decoder_input_ids")
@@ -111,9 +129,9 @@ def build_translator(
     )(source)  # (B, S, E), mask (B, S)
     x = keras.layers.Dropout(dropout, seed=seed, name="source_dropout")(x)
     memory, forward, backward = keras.layers.Bidirectional(
-        keras.layers.GRU(units // 2, return_sequences=True, return_state=True),
+        keras.layers.GRU(encoder_units, return_sequences=True, return_state=True),
         name=ENCODER,
-    )(x)  # (B, S, units), (B, units / 2) × 2
+    )(x)  # (B, S, 2 · encoder_units), (B, encoder_units) × 2
     initial_state = keras.layers.Dense(units, activation="tanh", name=BRIDGE)(
         keras.layers.Concatenate(name="encoder_state")([forward, backward])
     )  # s_0: (B, units)

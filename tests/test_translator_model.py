@@ -1,0 +1,119 @@
+"""`build_translator`'s encoder size (`encoder_units`) against float64 NumPy."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attention.translation import model as model_lib
+from keras_attention.translation.model import build_translator
+from keras_attention.translation.translator import Translator
+
+SMALL = dict(embedding_dim=8, units=16, dropout=0.0, seed=3)
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _gru_reference(x, kernel, recurrent_kernel, bias, backwards=False):
+    """Keras's GRU (reset_after=True, gates z, r, h), one sequence, float64."""
+    x, kernel, recurrent_kernel, bias = (
+        np.asarray(a, "float64") for a in (x, kernel, recurrent_kernel, bias)
+    )
+    units = recurrent_kernel.shape[0]
+    h = np.zeros(units)
+    steps = range(len(x) - 1, -1, -1) if backwards else range(len(x))
+    outputs = np.zeros((len(x), units))
+    for t in steps:
+        xz, xr, xh = np.split(x[t] @ kernel + bias[0], 3)
+        hz, hr, hh = np.split(h @ recurrent_kernel + bias[1], 3)
+        z = _sigmoid(xz + hz)
+        r = _sigmoid(xr + hr)
+        candidate = np.tanh(xh + r * hh)
+        h = z * h + (1 - z) * candidate
+        outputs[t] = h
+    return outputs
+
+
+@pytest.mark.parametrize("attention", ["bahdanau", "luong-general", "luong-concat", "none"])
+def test_encoder_units_sets_the_memory_and_matches_a_bidirectional_gru(attention):
+    model = build_translator(30, 40, attention=attention, encoder_units=12, **SMALL)
+    encoder = model.get_layer(model_lib.ENCODER)
+    source = np.array([[3, 4, 5, 6], [7, 8, 9, 10]])  # no padding: every step counts
+    target = np.array([[1, 2, 3], [1, 5, 6]])
+    logits = model([source, target])
+    assert tuple(logits.shape) == (2, 3, 40)
+
+    embedded = model.get_layer(model_lib.SOURCE_EMBEDDING)(source)
+    memory, forward, backward = encoder(embedded)
+    assert tuple(memory.shape) == (2, 4, 24)  # 2 · encoder_units
+    assert tuple(forward.shape) == tuple(backward.shape) == (2, 12)
+    forward_weights = [w.numpy() for w in encoder.forward_layer.weights]
+    backward_weights = [w.numpy() for w in encoder.backward_layer.weights]
+    assert forward_weights[1].shape == (12, 36)  # recurrent kernel: 12 units, 3 gates
+    for b in range(2):
+        x = np.asarray(embedded[b])
+        want = np.concatenate(
+            [
+                _gru_reference(x, *forward_weights),
+                _gru_reference(x, *backward_weights, backwards=True),
+            ],
+            axis=-1,
+        )
+        np.testing.assert_allclose(np.asarray(memory[b]), want, rtol=1e-5, atol=1e-5)
+    # The bridge reads both final states (24 features) into s_0 (16).
+    assert tuple(model.get_layer(model_lib.BRIDGE).kernel.shape) == (24, 16)
+
+    if attention != "none":
+        # Inference reads the same memory; its first step gives the model's logits.
+        translator = Translator(model, None, None)
+        step_logits, _, _ = translator.step(tf.constant([1, 1]), translator.encode(source))
+        np.testing.assert_allclose(
+            np.asarray(step_logits), np.asarray(logits[:, 0]), rtol=1e-5, atol=1e-5
+        )
+
+
+def test_default_encoder_is_half_the_units_per_direction():
+    model = build_translator(30, 40, attention="luong-dot", **SMALL)
+    assert tuple(model.get_layer(model_lib.ENCODER).output[0].shape) == (None, None, 16)
+    explicit = build_translator(30, 40, attention="luong-dot", encoder_units=8, **SMALL)
+    assert explicit.count_params() == model.count_params()
+
+
+def test_odd_units_are_allowed_with_an_explicit_encoder_size():
+    with pytest.raises(ValueError, match=r"Expected an even number.*units=15"):
+        build_translator(30, 40, attention="bahdanau", embedding_dim=8, units=15)
+    model = build_translator(
+        30, 40, attention="bahdanau", embedding_dim=8, units=15, encoder_units=10
+    )
+    logits = model([np.array([[3, 4, 0]]), np.array([[1, 2]])])
+    assert tuple(logits.shape) == (1, 2, 40)
+
+
+def test_luong_dot_needs_a_memory_the_size_of_the_state():
+    with pytest.raises(ValueError) as info:
+        build_translator(30, 40, attention="luong-dot", encoder_units=12, **SMALL)
+    message = str(info.value)
+    assert "memory (2 · encoder_units = 24 features)" in message
+    assert "(units = 16)" in message and "luong-general" in message
+
+
+@pytest.mark.parametrize("bad", [0, -4, 2.5, True, "12"])
+def test_bad_encoder_units_are_named(bad):
+    with pytest.raises(ValueError, match=r"`encoder_units`.*Received: encoder_units="):
+        build_translator(30, 40, encoder_units=bad, **SMALL)
+
+
+def test_wider_encoder_survives_a_keras_file_round_trip(tmp_path):
+    model = build_translator(
+        30, 40, attention="bahdanau", encoder_units=20, tie_embeddings=True, **SMALL
+    )
+    inputs = [np.array([[3, 4, 5, 0]]), np.array([[1, 2, 0]])]
+    path = tmp_path / "wide.keras"
+    model.save(path)
+    restored = keras.saving.load_model(path, compile=False)
+    assert tuple(restored.get_layer(model_lib.ENCODER).output[0].shape) == (None, None, 40)
+    np.testing.assert_allclose(
+        np.asarray(restored(inputs)), np.asarray(model(inputs)), rtol=1e-6, atol=1e-6
+    )
