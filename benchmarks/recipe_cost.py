@@ -1,11 +1,12 @@
-"""What label smoothing, the weight average and tied embeddings cost per training step.
+"""What label smoothing, the weight average, tied embeddings and a wider encoder cost per step.
 
 Builds the translator of the default preset (embedding 128, units 256, Bahdanau
-attention) five times: with and without `SmoothedSparseCrossentropy`'s smoothing
-and Adam's moving average of the weights (`use_ema`), and with the output layer
-tied to the target embedding (`tie_embeddings=True`), and times `model.fit`
-over the same padded random batches, the five models interleaved in each
-round (batches and timer from `decoder_speed.py`). CPU time of the process is
+attention) six times: with and without `SmoothedSparseCrossentropy`'s smoothing
+and Adam's moving average of the weights (`use_ema`), with the output layer
+tied to the target embedding (`tie_embeddings=True`), and tied with an encoder
+of 256 units per direction instead of 128 (`encoder_units=256`), and times
+`model.fit` over the same padded random batches, the six models interleaved in
+each round (batches and timer from `decoder_speed.py`). CPU time of the process is
 the measure: on a machine shared with other jobs it moves less than wall
 time. Writes the "Training recipe cost" section of docs/benchmarks.md.
 
@@ -29,21 +30,25 @@ import decoder_speed  # noqa: E402
 from keras_attention.translation.losses import SmoothedSparseCrossentropy  # noqa: E402
 from keras_attention.translation.model import build_translator  # noqa: E402
 
-# name -> (label smoothing, EMA momentum, tied embeddings); the first is the reference.
+# name -> (label smoothing, EMA momentum, tied embeddings, encoder units per
+# direction, None: units / 2); the first is the reference.
 RECIPES = {
-    "plain cross-entropy": (0.0, 0.0, False),
-    "label smoothing 0.1": (0.1, 0.0, False),
-    "EMA 0.999": (0.0, 0.999, False),
-    "label smoothing 0.1 + EMA 0.999": (0.1, 0.999, False),
-    "tied embeddings": (0.0, 0.0, True),
+    "plain cross-entropy": (0.0, 0.0, False, None),
+    "label smoothing 0.1": (0.1, 0.0, False, None),
+    "EMA 0.999": (0.0, 0.999, False, None),
+    "label smoothing 0.1 + EMA 0.999": (0.1, 0.999, False, None),
+    "tied embeddings": (0.0, 0.0, True, None),
+    "tied embeddings, encoder 256 per direction": (0.0, 0.0, True, 256),
 }
 # The shapes `decoder_speed.random_batches` reads; vocabulary of the real run.
 SHAPES = argparse.Namespace(batch_size=64, source_length=16, target_length=18, vocab=2900)
 
 
-def _model(smoothing, momentum, tie_embeddings):
+def _model(smoothing, momentum, tie_embeddings, encoder_units):
     keras.utils.set_random_seed(0)
-    model = build_translator(SHAPES.vocab, SHAPES.vocab, tie_embeddings=tie_embeddings)
+    model = build_translator(
+        SHAPES.vocab, SHAPES.vocab, tie_embeddings=tie_embeddings, encoder_units=encoder_units
+    )
     optimizer = keras.optimizers.Adam(
         1e-3, global_clipnorm=1.0, use_ema=bool(momentum), ema_momentum=momentum
     )
