@@ -50,13 +50,19 @@ def _load(run):
 def _training_line(name, config, history):
     best = min(history, key=lambda r: float(r["val_loss"]))
     return (
-        f"| {name} | {config['embedding_dim']} / {config['units']} | "
+        f"| {name} | {config['embedding_dim']} / {config['units']} / "
+        f"{_encoder_units(config)} | "
         f"{config['source_vocab_size']} / {config['target_vocab_size']} | "
         f"{config.get('max_minutes') or '—'} | {len(history)} | "
         f"{config.get('train_minutes_last_session', float('nan')):.1f} | "
         f"{float(best['val_loss']):.3f} (epoch {int(best['epoch']) + 1}) | "
         f"{_recipe_cell(config)} | {'tied' if config.get('tie_embeddings') else 'Dense'} |"
     )
+
+
+def _encoder_units(config):
+    # Runs trained before `--encoder-units` existed had units / 2 per direction.
+    return config.get("encoder_units") or config["units"] // 2
 
 
 def _recipe_cell(config):
@@ -126,7 +132,8 @@ def build_report(run, baseline=None):
         "vocabularies learned from the training split; `--max-minutes` is the time "
         "budget, after which training stops at the end of the epoch):",
         "",
-        "| model | embedding / units | vocab en / fr | --max-minutes | epochs | "
+        "| model | embedding / decoder units / encoder units per direction | "
+        "vocab en / fr | --max-minutes | epochs | "
         "train minutes | best val loss | label smoothing / EMA momentum | output layer |",
         "|---|---|---|---|---|---|---|---|---|",
     ]

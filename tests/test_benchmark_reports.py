@@ -63,7 +63,10 @@ def test_verdicts_follow_the_targets(translation_bar, tmp_path):
     # The baseline is reported, never judged against the bar.
     baseline_rows = [r for r in report.splitlines() if r.startswith("| none (baseline) | test")]
     assert len(baseline_rows) == 2 and all(r.endswith("| — |") for r in baseline_rows)
-    row = "| bahdanau | 128 / 256 | 100 / 120 | 55 | 3 | 54.5 | 1.500 (epoch 3) | 0 / off | Dense |"
+    row = (
+        "| bahdanau | 128 / 256 / 128 | 100 / 120 | 55 | 3 | 54.5 | 1.500 (epoch 3) "
+        "| 0 / off | Dense |"
+    )
     assert row in report
     assert "Beam: width 4, GNMT length penalty 0.6." in report
 
@@ -71,13 +74,15 @@ def test_verdicts_follow_the_targets(translation_bar, tmp_path):
 def test_recipe_and_beam_settings_come_from_the_run(translation_bar, tmp_path):
     run = _run_folder(tmp_path / "att", "bahdanau", [3.0, 2.0], {"test_2016_flickr": 50.0})
     config = json.loads((run / "config.json").read_text())
-    config.update(label_smoothing=0.1, ema_momentum=0.999, tie_embeddings=True)
+    config.update(label_smoothing=0.1, ema_momentum=0.999, tie_embeddings=True, encoder_units=256)
     (run / "config.json").write_text(json.dumps(config))
     results = json.loads((run / "eval" / "results.json").read_text())
     results["test_2016_flickr/beam"].update(beam_width=8, length_penalty=1.0)
     (run / "eval" / "results.json").write_text(json.dumps(results))
     base = _run_folder(tmp_path / "none", "none", [3.0, 2.5], {"test_2016_flickr": 20.0})
     report = translation_bar.build_report(run, base)
+    assert "| bahdanau | 128 / 256 / 256 |" in report
+    assert "| none (baseline) | 128 / 256 / 128 |" in report
     assert "| 2.000 (epoch 2) | 0.1 / 0.999 | tied |" in report
     assert "| 2.500 (epoch 2) | 0 / off | Dense |" in report
     assert "compare their BLEU, not their validation losses" in report
