@@ -27,8 +27,8 @@ from keras_attention.translation.translator import load_run
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "translate_en_fr.py"
 TINY = ["--preset", "tiny", "--max-train-examples", "300", "--epochs", "1"]
-# The smoothed loss and the weight average are off in the presets; the tiny
-# runs turn them on so that their code paths (checkpoint, resume) are tested.
+# The presets smooth the targets but do not average the weights; the tiny
+# runs turn both on so that their code paths (checkpoint, resume) are tested.
 RECIPE = ["--label-smoothing", "0.1", "--ema-momentum", "0.9"]
 # The attention run has its own output layer and the baseline ties it to the
 # target embedding (the presets' choice), so that both model shapes go
