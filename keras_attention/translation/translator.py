@@ -73,11 +73,12 @@ class Translator(tf.Module):
         self.target_embedding = model.get_layer(model_lib.TARGET_EMBEDDING)
         self.decoder = model.get_layer(model_lib.DECODER)
         names = {layer.name for layer in model.layers}
-        # A tied model scores with its target embedding (reverse call); the
-        # baseline then has a readout to the embedding size before it.
-        self.tied = isinstance(self.target_embedding, TiedEmbedding)
+        # A tied model scores with its target embedding (reverse call; no
+        # output layer of its own); the baseline then has a readout to the
+        # embedding size before it.
+        tied = isinstance(self.target_embedding, TiedEmbedding)
         self.readout = model.get_layer(model_lib.READOUT) if model_lib.READOUT in names else None
-        self.output_layer = None if self.tied else model.get_layer(model_lib.LOGITS)
+        self.output_layer = None if tied else model.get_layer(model_lib.LOGITS)
         self.has_attention = hasattr(self.decoder, "get_decode_state")
 
     # ------------------------------------------------------------ pieces
@@ -86,7 +87,7 @@ class Translator(tf.Module):
         """Decoder outputs (..., d) → logits (..., V), as in the trained model."""
         if self.readout is not None:
             outputs = self.readout(outputs)
-        if self.tied:
+        if self.output_layer is None:
             return self.target_embedding(outputs, reverse=True)
         return self.output_layer(outputs)
 
