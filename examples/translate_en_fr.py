@@ -12,6 +12,8 @@ Commands (each has --help):
     translate  sentences from the command line or stdin
     explain    replace the attention weights (uniform, permuted) and measure
                how much the output changes
+    average    a run whose model is the mean of another run's last epochs
+               (trained with --keep-epochs)
 
 Time on a 2-core CPU: `train --preset tiny` about two minutes; the default
 preset about an hour. The data comes from `--data-dir`, the environment
@@ -33,6 +35,7 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_attention.translation import SubwordTokenizer  # noqa: E402
+from keras_attention.translation import averaging  # noqa: E402
 from keras_attention.translation import distribute  # noqa: E402
 from keras_attention.translation import evaluation  # noqa: E402
 from keras_attention.translation import load_multi30k  # noqa: E402
@@ -105,6 +108,11 @@ def train(args):
             f"train: {run_dir} already holds a finished run ({MODEL_FILE}, no "
             "backup to resume from). Use another --run-dir, or --overwrite."
         )
+    if finished and (run_dir / averaging.EPOCHS_DIR).exists():
+        # Weights of the replaced run must not be averaged with the new one's.
+        import shutil
+
+        shutil.rmtree(run_dir / averaging.EPOCHS_DIR)
     run_dir.mkdir(parents=True, exist_ok=True)
     config = dict(PRESETS[args.preset])
     for key in config:
@@ -190,6 +198,9 @@ def train(args):
         keras.callbacks.TensorBoard(run_dir / "logs"),
         keras.callbacks.CSVLogger(run_dir / "history.csv", append=True),
     ]
+    if args.keep_epochs:
+        # After the EMA swap, like the checkpoint: the validated weights.
+        callbacks.append(_EpochWeights(run_dir))
     if args.max_minutes:
         callbacks.append(_TimeLimit(args.max_minutes * 60))
     start = time.time()
@@ -285,6 +296,19 @@ class CosineToBudget(keras.callbacks.Callback):
             logs["learning_rate"] = float(
                 keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
             )
+
+
+class _EpochWeights(keras.callbacks.Callback):
+    """Saves the weights after every epoch, for `average`."""
+
+    def __init__(self, run_dir):
+        super().__init__()
+        self.run_dir = run_dir
+
+    def on_epoch_end(self, epoch, logs=None):
+        path = averaging.epoch_weight_path(self.run_dir, epoch + 1)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.model.save_weights(path)
 
 
 class _TimeLimit(keras.callbacks.Callback):
@@ -505,6 +529,30 @@ def explain(args):
     return rows
 
 
+# -------------------------------------------------------------- average
+
+
+def average(args):
+    """Writes a run folder whose model averages the last epochs of another."""
+    import shutil
+
+    run_dir, out_dir = Path(args.run_dir), Path(args.out_dir)
+    if out_dir.resolve() == run_dir.resolve():
+        raise SystemExit("average: --out-dir must differ from --run-dir")
+    epochs = averaging.last_epochs(run_dir, args.last)
+    translator, config = load_run(run_dir)
+    model = translator.model
+    averaging.average_weights(model, [averaging.epoch_weight_path(run_dir, e) for e in epochs])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in (SOURCE_VOCAB, TARGET_VOCAB):
+        shutil.copytree(run_dir / name, out_dir / name, dirs_exist_ok=True)
+    model.save(out_dir / MODEL_FILE)
+    config = dict(config, averaged_epochs=epochs, averaged_from=str(run_dir))
+    (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+    print(f"averaged epochs {epochs[0]} to {epochs[-1]} of {run_dir}: {out_dir / MODEL_FILE}")
+    return out_dir
+
+
 # ------------------------------------------------------------------ cli
 
 
@@ -564,6 +612,11 @@ def parse_args(argv=None):
     )
     p.add_argument("--max-minutes", type=float, help="stop after this epoch budget")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--keep-epochs",
+        action="store_true",
+        help="save the weights after every epoch in RUN_DIR/epochs (for `average`)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace a finished run")
     p.add_argument(
         "--strategy",
@@ -585,6 +638,12 @@ def parse_args(argv=None):
     p.add_argument("--max-sentences", type=int, help="score only the first N")
     p.add_argument("--out-dir", help="default: RUN_DIR/eval")
     p.set_defaults(func=evaluate)
+
+    p = commands.add_parser("average", help="average a run's last epochs")
+    p.add_argument("--run-dir", default="runs/bahdanau", help="trained with --keep-epochs")
+    p.add_argument("--last", type=int, required=True, help="how many of the last epochs")
+    p.add_argument("--out-dir", required=True, help="the new run folder")
+    p.set_defaults(func=average)
 
     p = commands.add_parser("translate", help="translate sentences")
     p.add_argument("sentences", nargs="*", help="English sentences (else stdin)")

@@ -12,11 +12,14 @@ import time
 from pathlib import Path
 
 import keras
+import numpy as np
 import pytest
 from _data_paths import multi30k_dir
 from _scripts import load_script
 
 from keras_attention.translation import SubwordTokenizer
+from keras_attention.translation import averaging
+from keras_attention.translation import evaluation
 from keras_attention.translation import load_multi30k
 from keras_attention.translation import make_dataset
 from keras_attention.translation.losses import SmoothedSparseCrossentropy
@@ -38,6 +41,8 @@ TIED = {"bahdanau": ["--no-tie-embeddings"], "none": ["--tie-embeddings"]}
 # 64), so every command also runs with a memory wider than the decoder; the
 # baseline keeps the preset's units / 2.
 ENCODER_UNITS = {"bahdanau": ["--encoder-units", "48"], "none": []}
+# The attention run also saves its epochs' weights, for `average`.
+KEEP = {"bahdanau": ["--keep-epochs"], "none": []}
 
 
 def _load_script():
@@ -67,6 +72,7 @@ def runs(tmp_path_factory, script, data_dir):
             + RECIPE
             + TIED[attention]
             + ENCODER_UNITS[attention]
+            + KEEP[attention]
             + ["--run-dir", str(root / attention)]
         )
     return root
@@ -234,6 +240,29 @@ def test_beam_settings_choose_on_val_and_score_the_choice_on_test(runs, data_dir
     assert "| test_2016_flickr |" in report
 
 
+def test_checkpoint_average_chooses_on_val_and_scores_the_choice_on_test(runs, data_dir):
+    assert averaging.saved_epochs(runs / "bahdanau") == [1]
+    assert averaging.saved_epochs(runs / "none") == []  # trained without --keep-epochs
+    bench = load_script("benchmarks/checkpoint_average.py")
+    argv = ["--run", str(runs / "bahdanau"), "--data-dir", data_dir, "--last", "1"]
+    argv += ["--test-splits", "test_2016_flickr", "--max-sentences", "12", "--no-write"]
+    config, rows, best, tests = bench.main(argv)
+    assert config["attention"] == "bahdanau"
+    assert [r["epochs"] for r in rows] == [None, [1]]
+    assert best is rows[1]
+    # One epoch: the run's model (best validation loss, after the EMA swap) and
+    # the saved epoch are the same weights, so they translate alike.
+    assert rows[0]["val"]["bleu_lc_tok"] == rows[1]["val"]["bleu_lc_tok"]
+    assert rows[0]["val"]["chrf"] == rows[1]["val"]["chrf"]
+    assert sorted(tests) == sorted(
+        (name, "test_2016_flickr", method)
+        for name in (bench.REFERENCE, "epoch 1 alone")
+        for method in ("greedy", "beam")
+    )
+    with pytest.raises(ValueError, match="last 2 epochs"):
+        bench.main(argv[:5] + ["2"] + argv[6:])
+
+
 def test_incomplete_run_folder_names_missing_files(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(FileNotFoundError) as info:
@@ -262,6 +291,7 @@ def test_killed_run_resumes_from_saved_epoch(tmp_path, data_dir):
         str(run_dir),
         *RECIPE,
         "--tie-embeddings",
+        "--keep-epochs",
     ]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     process = subprocess.Popen(
@@ -293,3 +323,30 @@ def test_killed_run_resumes_from_saved_epoch(tmp_path, data_dir):
     expected = [0.05 * lr + 0.5 * 0.95 * lr * (1 + math.cos(math.pi * e / 3)) for e in range(3)]
     assert rates == pytest.approx(expected, rel=1e-5)
     assert not (run_dir / "backup").exists()
+    # Every epoch's weights were kept, across the kill.
+    assert averaging.saved_epochs(run_dir) == [1, 2, 3]
+    _check_average(run_dir, tmp_path / "averaged")
+
+
+def _check_average(run_dir, out_dir):
+    """`average --last 2` writes a run whose weights are the mean of epochs 2 and 3."""
+    script = _load_script()
+    script.main(["average", "--run-dir", str(run_dir), "--last", "2", "--out-dir", str(out_dir)])
+    translator, config = load_run(out_dir)
+    assert config["averaged_epochs"] == [2, 3]
+    reference = keras.saving.load_model(run_dir / "model.keras", compile=False)
+    epochs = []
+    for epoch in (2, 3):
+        reference.load_weights(averaging.epoch_weight_path(run_dir, epoch))
+        epochs.append([np.asarray(v.numpy(), np.float64) for v in reference.weights])
+    for i, variable in enumerate(translator.model.weights):
+        expected = (epochs[0][i] + epochs[1][i]) / 2
+        np.testing.assert_allclose(variable.numpy(), expected, rtol=1e-6, atol=1e-7)
+    assert any(not np.allclose(a, b) for a, b in zip(*epochs, strict=True))
+    decoded = evaluation.decode_corpus(translator, ["A dog runs."], progress=False)
+    assert len(decoded["text"]) == 1
+    command = ["average", "--run-dir", str(run_dir), "--last"]
+    with pytest.raises(ValueError, match="last 4 epochs"):
+        script.main(command + ["4", "--out-dir", str(out_dir)])
+    with pytest.raises(SystemExit, match="must differ"):
+        script.main(command + ["1", "--out-dir", str(run_dir)])
