@@ -12,7 +12,7 @@ unless `--no-write`.
 
     python benchmarks/checkpoint_average.py --run runs/bahdanau --data-dir ../shared/data/multi30k
 
-With the defaults (k = 1, 2, 4, 8) it takes about five minutes for the default
+With the defaults (k = 1, 2, 4, 8) it takes about three minutes for the default
 model on a 2-core CPU.
 """
 
