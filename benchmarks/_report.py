@@ -88,6 +88,20 @@ def replace_section(text, title, body):
     return before + section + ("\n" + after if after else "")
 
 
+def int_list(text):
+    """`"1,2,4"` → `[1, 2, 4]` (a comma-separated command-line option)."""
+    return [int(v) for v in text.split(",") if v]
+
+
+def footer_lines():
+    """The command, machine and date lines that end a benchmark's report."""
+    return [
+        f"Command: `{command_line()}`  ",
+        f"Machine: {machine_description()}; {versions()}  ",
+        f"Date: {today()}, revision {git_revision()}",
+    ]
+
+
 def write_section(title, body, path=DOCS):
     """Replaces or appends the section `## title` of `path` (created if absent)."""
     path = os.path.normpath(path)

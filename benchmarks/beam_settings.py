@@ -17,7 +17,6 @@ about ten minutes for the default model on a 2-core CPU.
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -37,33 +36,16 @@ def _floats(text):
     return [float(v) for v in text.split(",") if v]
 
 
-def _ints(text):
-    return [int(v) for v in text.split(",") if v]
-
-
-def _first(data, n):
-    """The first `n` pairs of a split (all of them when `n` is None)."""
-    if not n:
-        return data
-    return type(data)(en=data.en[:n], fr=data.fr[:n], stats=data.stats)
-
-
 def _score(translator, data, method, width, penalty, batch_size):
-    start = time.time()
-    decoded = evaluation.decode_corpus(
+    return evaluation.decode_and_score(
         translator,
-        data.en,
+        data,
         method=method,
         batch_size=batch_size,
         beam_width=width,
         length_penalty=penalty,
         progress=False,
-    )
-    seconds = time.time() - start
-    hyps = evaluation.detokenize_output(decoded["text"])
-    scores = evaluation.score(hyps, data.fr)
-    scores["seconds"] = seconds
-    return scores
+    )[0]
 
 
 def settings(widths, penalties):
@@ -93,9 +75,9 @@ def run(args):
     splits = [args.val_split, *args.test_splits.split(",")]
     corpus = load_multi30k(splits, args.data_dir)
     val = corpus[args.val_split]
-    val = _first(val, args.max_sentences)
+    val = val.head(args.max_sentences)
     rows = []
-    for method, width, penalty in settings(_ints(args.widths), _floats(args.penalties)):
+    for method, width, penalty in settings(_report.int_list(args.widths), _floats(args.penalties)):
         scores = _score(translator, val, method, width, penalty, args.batch_size)
         row = dict(scores, method=method, width=width, penalty=penalty)
         rows.append(row)
@@ -109,7 +91,7 @@ def run(args):
     for split in args.test_splits.split(","):
         tests[split] = _score(
             translator,
-            _first(corpus[split], args.max_sentences),
+            corpus[split].head(args.max_sentences),
             best["method"],
             best["width"],
             best["penalty"],
@@ -150,9 +132,7 @@ def build_report(config, rows, best, tests, val_split, sentences):
         )
     lines += [
         "",
-        f"Command: `{_report.command_line()}`  ",
-        f"Machine: {_report.machine_description()}; {_report.versions()}  ",
-        f"Date: {_report.today()}, revision {_report.git_revision()}",
+        *_report.footer_lines(),
     ]
     return "\n".join(lines)
 

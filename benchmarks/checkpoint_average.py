@@ -19,7 +19,6 @@ model on a 2-core CPU.
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -41,32 +40,16 @@ TEST_SPLITS = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
 REFERENCE = "best validation loss (the run's model)"
 
 
-def _ints(text):
-    return [int(v) for v in text.split(",") if v]
-
-
-def _first(data, n):
-    """The first `n` pairs of a split (all of them when `n` is None)."""
-    if not n:
-        return data
-    return type(data)(en=data.en[:n], fr=data.fr[:n], stats=data.stats)
-
-
 def _score(translator, data, method, args):
-    start = time.time()
-    decoded = evaluation.decode_corpus(
+    return evaluation.decode_and_score(
         translator,
-        data.en,
+        data,
         method=method,
         batch_size=args.batch_size,
         beam_width=args.beam_width,
         length_penalty=args.length_penalty,
         progress=False,
-    )
-    seconds = time.time() - start
-    scores = evaluation.score(evaluation.detokenize_output(decoded["text"]), data.fr)
-    scores["seconds"] = seconds
-    return scores
+    )[0]
 
 
 def _name(epochs):
@@ -92,13 +75,13 @@ def _load(run, epochs):
 
 
 def run(args):
-    counts = _ints(args.last)
+    counts = _report.int_list(args.last)
     saved = averaging.saved_epochs(args.run)
     # Fails at once, before any decoding, when the run has too few epochs.
     candidates = [averaging.last_epochs(args.run, k) for k in counts]
     splits = [args.val_split, *args.test_splits.split(",")]
     corpus = load_multi30k(splits, args.data_dir)
-    val = _first(corpus[args.val_split], args.max_sentences)
+    val = corpus[args.val_split].head(args.max_sentences)
     rows = []
     for epochs in [None, *candidates]:
         translator, config = _load(args.run, epochs)
@@ -115,7 +98,7 @@ def run(args):
     for row in (rows[0], best):
         translator, _ = _load(args.run, row["epochs"])
         for split in args.test_splits.split(","):
-            data = _first(corpus[split], args.max_sentences)
+            data = corpus[split].head(args.max_sentences)
             for method in ("greedy", "beam"):
                 tests[(row["name"], split, method)] = _score(translator, data, method, args)
     return config, saved, rows, best, tests, len(val.en)
@@ -160,9 +143,7 @@ def build_report(config, saved, rows, best, tests, args, sentences):
             )
     lines += [
         "",
-        f"Command: `{_report.command_line()}`  ",
-        f"Machine: {_report.machine_description()}; {_report.versions()}  ",
-        f"Date: {_report.today()}, revision {_report.git_revision()}",
+        *_report.footer_lines(),
     ]
     return "\n".join(lines)
 

@@ -356,28 +356,18 @@ def evaluate(args):
     out_dir.mkdir(parents=True, exist_ok=True)
     results = {}
     for split in splits:
-        data = corpus[split]
-        if args.max_sentences:
-            data = type(data)(
-                en=data.en[: args.max_sentences],
-                fr=data.fr[: args.max_sentences],
-                stats=data.stats,
-            )
+        data = corpus[split].head(args.max_sentences)
         for method in args.methods.split(","):
             print(f"{split}: {method} decoding")
-            start = time.time()
-            decoded = evaluation.decode_corpus(
+            scores, decoded, hyps = evaluation.decode_and_score(
                 translator,
-                data.en,
+                data,
                 method=method,
                 batch_size=args.batch_size,
                 beam_width=args.beam_width,
                 length_penalty=args.length_penalty,
             )
-            seconds = time.time() - start
-            hyps = evaluation.detokenize_output(decoded["text"])
-            scores = evaluation.score(hyps, data.fr)
-            scores["decode_seconds"] = round(seconds, 1)
+            scores["decode_seconds"] = round(scores.pop("seconds"), 1)
             if method == "beam":
                 scores.update(beam_width=args.beam_width, length_penalty=args.length_penalty)
             results[f"{split}/{method}"] = scores
@@ -474,7 +464,8 @@ def explain(args):
     if not translator.has_attention:
         raise SystemExit("explain: the run has no attention (attention=none)")
     data = load_multi30k([args.split], args.data_dir)[args.split]
-    en, fr = data.en[: args.max_sentences], data.fr[: args.max_sentences]
+    data = data.head(args.max_sentences)
+    en, fr = data.en, data.fr
     keras.utils.set_random_seed(args.seed)
     rows = {}
     decoded = evaluation.decode_corpus(translator, en, batch_size=args.batch_size)

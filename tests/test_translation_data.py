@@ -125,6 +125,15 @@ def test_summary_reports_counts():
     )
 
 
+def test_head_keeps_the_first_pairs_aligned():
+    stats = data.ReadStats(read=3, used=3, skipped_empty=0, skipped_long=0, max_words=None)
+    split = data.ParallelSplit(en=["a", "b", "c"], fr=["x", "y", "z"], stats=stats)
+    first = split.head(2)
+    assert (first.en, first.fr, first.stats) == (["a", "b"], ["x", "y"], stats)
+    assert split.head(None) is split and split.head(0) is split
+    assert split.head(10).en == ["a", "b", "c"]
+
+
 def test_mismatched_line_counts_raise_with_both_files_and_counts(tmp_path):
     src = _write(tmp_path / "a.en.gz", ["one", "two", "three"])
     tgt = _write(tmp_path / "a.fr.gz", ["un", "deux"])

@@ -112,6 +112,12 @@ class ParallelSplit:
     def __len__(self) -> int:
         return len(self.en)
 
+    def head(self, n: int | None) -> ParallelSplit:
+        """The first `n` pairs (all of them when `n` is None or 0), same stats."""
+        if not n:
+            return self
+        return ParallelSplit(en=self.en[:n], fr=self.fr[:n], stats=self.stats)
+
 
 def read_parallel(
     src_path: str | os.PathLike,

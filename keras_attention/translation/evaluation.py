@@ -11,6 +11,7 @@ Scores:
 """
 
 import math
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -39,6 +40,39 @@ def _moses_tokenizer(lang):
             "Tokenized BLEU needs sacremoses: `pip install keras-attention[examples]`."
         ) from error
     return MosesTokenizer(lang=lang)
+
+
+def decode_and_score(
+    translator,
+    split,
+    method="greedy",
+    batch_size=64,
+    beam_width=4,
+    length_penalty=0.6,
+    progress=True,
+):
+    """Decodes `split.en` with `decode_corpus` and scores it against `split.fr`.
+
+    Returns:
+        `(scores, decoded, hypotheses)`: the dict of `score` with `seconds`
+        (the decoding wall time) added, the dict of `decode_corpus`, and the
+        detokenized hypotheses.
+    """
+    start = time.time()
+    decoded = decode_corpus(
+        translator,
+        split.en,
+        method=method,
+        batch_size=batch_size,
+        beam_width=beam_width,
+        length_penalty=length_penalty,
+        progress=progress,
+    )
+    seconds = time.time() - start
+    hypotheses = detokenize_output(decoded["text"])
+    scores = score(hypotheses, split.fr)
+    scores["seconds"] = seconds
+    return scores, decoded, hypotheses
 
 
 def decode_corpus(
