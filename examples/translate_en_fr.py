@@ -25,6 +25,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -110,8 +111,6 @@ def train(args):
         )
     if finished and (run_dir / averaging.EPOCHS_DIR).exists():
         # Weights of the replaced run must not be averaged with the new one's.
-        import shutil
-
         shutil.rmtree(run_dir / averaging.EPOCHS_DIR)
     run_dir.mkdir(parents=True, exist_ok=True)
     config = dict(PRESETS[args.preset])
@@ -525,8 +524,6 @@ def explain(args):
 
 def average(args):
     """Writes a run folder whose model averages the last epochs of another."""
-    import shutil
-
     run_dir, out_dir = Path(args.run_dir), Path(args.out_dir)
     if out_dir.resolve() == run_dir.resolve():
         raise SystemExit("average: --out-dir must differ from --run-dir")
