@@ -97,6 +97,11 @@ def train(args):
     if args.max_minutes and args.strategy == "multi-worker":
         # Workers would stop after different epochs and wait on each other.
         raise SystemExit("train: --max-minutes cannot be used with --strategy multi-worker")
+    if args.conditional and args.attention != "bahdanau":
+        raise SystemExit(
+            f"train: --conditional is a Bahdanau decoder; it cannot be used with "
+            f"--attention {args.attention}"
+        )
     strategy = distribute.make_strategy(args.strategy)
     replicas = strategy.num_replicas_in_sync
     # Workers other than the chief write to a private sub-folder.
@@ -121,6 +126,7 @@ def train(args):
     config.update(attention=args.attention, seed=args.seed, preset=args.preset)
     config.update(strategy=args.strategy, replicas=replicas, max_minutes=args.max_minutes)
     config["input_feeding"] = not args.no_input_feeding
+    config["conditional"] = args.conditional
     config["lr_schedule"] = args.lr_schedule
     keras.utils.set_random_seed(args.seed)
 
@@ -225,6 +231,8 @@ def _compiled_model(config, source_tokenizer, target_tokenizer, seed):
         units=config["units"],
         dropout=config["dropout"],
         input_feeding=config["input_feeding"],
+        # Runs trained before the option existed have no key: plain Bahdanau.
+        conditional=config.get("conditional", False),
         tie_embeddings=config["tie_embeddings"],
         encoder_units=config["encoder_units"],
         seed=seed,
@@ -590,6 +598,11 @@ def parse_args(argv=None):
         help="score the target tokens with the target embedding matrix (TiedEmbedding)",
     )
     p.add_argument("--no-input-feeding", action="store_true", help="Luong only")
+    p.add_argument(
+        "--conditional",
+        action="store_true",
+        help="bahdanau only: the conditional (two-cell) GRU decoder of the published systems",
+    )
     p.add_argument("--patience", type=int, default=3, help="early stopping")
     p.add_argument(
         "--lr-schedule",

@@ -1,4 +1,9 @@
-"""`BahdanauDecoder`: attention inside the recurrence, queried with s_{t-1}."""
+"""`BahdanauDecoder`: attention inside the recurrence, queried with s_{t-1}.
+
+With `conditional=True` it is the conditional GRU of Nematus (Sennrich et al.
+2017), the decoder of the published Multi30k systems: two cells per step, the
+attention queried with the first one's output.
+"""
 
 import keras
 from keras import ops
@@ -21,11 +26,24 @@ class BahdanauDecoder(BaseDecoder):
     o_t goes to the vocabulary projection. The attention queries the state
     *before* the step, the paper's convention (`LuongDecoder` queries s_t).
 
+    With `conditional=True` (the conditional GRU of Nematus, Sennrich et al.
+    2017) a first cell reads y_{t-1} before the attention and a second cell
+    reads the context after it:
+
+        s'_t     = cell(y_{t-1}, s_{t-1})
+        c_t, a_t = attention(query=s'_t, value=h)
+        s_t      = attended_cell(c_t, s'_t)
+        o_t      = tanh(W_o [s_t; c_t; y_{t-1}] + b_o)
+
+    The query still comes before the step's use of the context, but it already
+    knows the previous word. This costs a second cell per step.
+
     Args:
         units: size of the recurrent state s.
         attention: the attention layer, e.g. `BahdanauAttention(units=256)`.
         cell_type: "gru" (default) or "lstm".
         output_units: size of the deep output o_t; defaults to `units`.
+        conditional: whether to use the two-cell conditional recurrence above.
         seed: seed of `attention_override="permute"`.
         **kwargs: base layer arguments.
 
@@ -58,10 +76,19 @@ class BahdanauDecoder(BaseDecoder):
         cell_type="gru",
         output_units=None,
         seed=None,
+        conditional=False,
         **kwargs,
     ):
         super().__init__(units=units, attention=attention, cell_type=cell_type, seed=seed, **kwargs)
+        if not isinstance(conditional, bool):
+            raise ValueError(
+                "Invalid value for argument `conditional`. Expected True or False. "
+                f"Received: conditional={conditional!r}"
+            )
         self.output_units = output_units
+        self.conditional = conditional
+        # The conditional recurrence's second cell, which reads the context.
+        self.attended_cell = self._make_cell("attended_cell") if conditional else None
         self.deep_output = keras.layers.Dense(
             output_units or units,
             activation="tanh",
@@ -73,7 +100,11 @@ class BahdanauDecoder(BaseDecoder):
         # A deserialized attention layer arrives already built.
         if not self.attention.built:
             self.attention.build((None, self.units), (None, None, memory_dim))
-        self.cell.build((None, embedding_dim + memory_dim))
+        if self.conditional:
+            self.cell.build((None, embedding_dim))
+            self.attended_cell.build((None, memory_dim))
+        else:
+            self.cell.build((None, embedding_dim + memory_dim))
         self.deep_output.build((None, self.units + memory_dim + embedding_dim))
 
     def call(
@@ -100,16 +131,21 @@ class BahdanauDecoder(BaseDecoder):
         step_mask = prepared["step_mask"]
         fixed, mode = prepared["fixed"], prepared["mode"]
         cell_weights = prepared["cell_weights"]
+        attended_weights = self._attended_cell_weights()
         dtype = self.compute_dtype
 
         def step(carry, inputs):
             prev = carry["state"]
             override = inputs["override"] if fixed is not None else mode
-            context, weights = self._attend(
-                prev[0], memory, processed_keys, memory_mask, override, training
-            )  # query = s_{t-1}
-            x = inputs["x"] + self._cell_extra_projection(context, cell_weights)
-            new = self._cell_update(x, prev, cell_weights)
+            new, context, weights = self._recurrence(
+                inputs["x"],
+                prev,
+                lambda query: self._attend(
+                    query, memory, processed_keys, memory_mask, override, training
+                ),
+                cell_weights,
+                attended_weights,
+            )
             keep = inputs["mask"][:, None]  # (B, 1)
             new = tuple(ops.where(keep, n, p) for n, p in zip(new, prev, strict=True))
             zero = ops.zeros_like
@@ -155,26 +191,56 @@ class BahdanauDecoder(BaseDecoder):
         prev = self._decode_state_tuple(decode_state)
         memory = decode_state["memory"]
         mask = ops.cast(decode_state["memory_mask"], "bool")
-        context, weights = self._attend(
-            prev[0],
-            memory,
-            decode_state["processed_keys"],
-            mask,
-            attention_override,
-            False,
-        )
         embedding = ops.cast(target_embedding, self.compute_dtype)
-        x = self._cell_input_projection(embedding)
-        cell_weights = self._cell_weights()
-        x = x + self._cell_extra_projection(context, cell_weights)
-        new = self._cell_update(x, prev, cell_weights)
+        new, context, weights = self._recurrence(
+            self._cell_input_projection(embedding),
+            prev,
+            lambda query: self._attend(
+                query, memory, decode_state["processed_keys"], mask, attention_override, False
+            ),
+            self._cell_weights(),
+            self._attended_cell_weights(),
+        )
         output = self.deep_output(ops.concatenate([new[0], context, embedding], -1))
         return output, weights, self._with_state(decode_state, new)
+
+    def _recurrence(self, x, prev, attend, cell_weights, attended_weights):
+        """One step of the recurrence: `(new state tuple, context, weights)`.
+
+        x: the cell's projection of y_{t-1} (input bias included); attend: a
+        query (B, units) → (context, weights).
+        """
+        if not self.conditional:
+            context, weights = attend(prev[0])  # query = s_{t-1}
+            x = x + self._cell_extra_projection(context, cell_weights)
+            return self._cell_update(x, prev, cell_weights), context, weights
+        middle = self._cell_update(x, prev, cell_weights)  # s'_t from y_{t-1}
+        context, weights = attend(middle[0])  # query = s'_t
+        x = ops.matmul(context, attended_weights["kernel"]) + attended_weights["input_bias"]
+        return self._cell_update(x, middle, attended_weights), context, weights
+
+    def _attended_cell_weights(self):
+        """The second cell's weights in the compute dtype (None unless conditional)."""
+        if not self.conditional:
+            return None
+        dtype = self.compute_dtype
+        cell = self.attended_cell
+        bias = ops.cast(cell.bias, dtype)
+        weights = {
+            "kernel": ops.cast(cell.kernel, dtype),
+            "recurrent_kernel": ops.cast(cell.recurrent_kernel, dtype),
+        }
+        if self.cell_type == "gru":
+            # reset_after: (input bias, recurrent bias)
+            weights["input_bias"], weights["recurrent_bias"] = bias[0], bias[1]
+        else:
+            weights["input_bias"] = bias
+        return weights
 
     def _output_dim(self):
         return self.output_units or self.units
 
     def get_config(self):
         config = super().get_config()
-        config.update({"output_units": self.output_units})
+        config.update({"output_units": self.output_units, "conditional": self.conditional})
         return config

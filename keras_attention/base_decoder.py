@@ -59,19 +59,21 @@ class BaseDecoder(keras.layers.Layer):
         self.cell_type = cell_type
         self.seed = seed
         self.attention = attention
-        # Sub-layers take this layer's policy: with the global one, a decoder
-        # built with `dtype="mixed_float16"` would mix float16 and float32.
-        policy = self.dtype_policy
-        if cell_type == "gru":
-            self.cell = keras.layers.GRUCell(units, reset_after=True, name="cell", dtype=policy)
-        else:
-            self.cell = keras.layers.LSTMCell(units, name="cell", dtype=policy)
+        self.cell = self._make_cell("cell")
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
         self.embedding_dim = None
         self.memory_dim = None
 
     # ------------------------------------------------------------ the cell
+
+    def _make_cell(self, name):
+        # Sub-layers take this layer's policy: with the global one, a decoder
+        # built with `dtype="mixed_float16"` would mix float16 and float32.
+        policy = self.dtype_policy
+        if self.cell_type == "gru":
+            return keras.layers.GRUCell(self.units, reset_after=True, name=name, dtype=policy)
+        return keras.layers.LSTMCell(self.units, name=name, dtype=policy)
 
     @property
     def state_size(self):

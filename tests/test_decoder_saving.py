@@ -42,6 +42,12 @@ VARIANTS = {
         output_units=7,
         **kw,
     ),
+    "bahdanau_conditional_gru": lambda **kw: BahdanauDecoder(
+        UNITS, BahdanauAttention(4, **kw), cell_type="gru", conditional=True, **kw
+    ),
+    "bahdanau_conditional_lstm": lambda **kw: BahdanauDecoder(
+        UNITS, BahdanauAttention(4, **kw), cell_type="lstm", conditional=True, seed=2, **kw
+    ),
     "luong_gru_feeding": lambda **kw: LuongDecoder(
         UNITS, LuongAttention("dot", **kw), cell_type="gru", output_units=5, **kw
     ),

@@ -13,6 +13,8 @@ initialized to 0 cannot hide a missing term.
                        c' = σ(g_f) ⊙ c + σ(g_i) ⊙ tanh(g_c), h' = σ(g_o) ⊙ tanh(c')
     Bahdanau           c_t, a_t = attend(s_{t-1}); s_t = cell([y_{t-1}; c_t], s_{t-1})
                        o_t = tanh(W_o [s_t; c_t; y_{t-1}] + b_o)
+    conditional        s'_t = cell(y_{t-1}, s_{t-1}); c_t, a_t = attend(s'_t)
+                       s_t = attended_cell(c_t, s'_t); o_t as Bahdanau
     Luong              s_t = cell([y_{t-1}; h̃_{t-1}], s_{t-1})  (h̃ with input feeding)
                        c_t, a_t = attend(s_t); h̃_t = tanh(W_c [c_t; s_t])
     padded target step zero output and weights; state (and h̃) carried over
@@ -48,6 +50,7 @@ REC_ATOL = 5 * ATOL
 
 DECODERS = {
     "bahdanau": (BahdanauDecoder, {}),
+    "conditional": (BahdanauDecoder, {"conditional": True}),
     "luong": (LuongDecoder, {"input_feeding": True}),
     "luong_no_feeding": (LuongDecoder, {"input_feeding": False}),
 }
@@ -162,8 +165,8 @@ def decoder_reference(
 
     override: None, "uniform" or fixed weights (B, T_dec, T_enc).
     query: "paper" for each paper's convention; "swapped" queries the other
-        state (s_t for Bahdanau, s_{t-1} for Luong), to show the oracle tells
-        the two apart.
+        state (s_t for Bahdanau, s_{t-1} for Luong and for the conditional
+        decoder, whose paper queries s'_t), to show the oracle tells them apart.
     """
     y = np.asarray(target_embeddings, np.float64)
     memory = np.asarray(memory, np.float64)
@@ -184,6 +187,16 @@ def decoder_reference(
         for w in (decoder.cell.kernel, decoder.cell.recurrent_kernel, decoder.cell.bias)
     ]
     bahdanau = isinstance(decoder, BahdanauDecoder)
+    conditional = bahdanau and decoder.conditional
+    if conditional:
+        attended_cell = [
+            np.asarray(w.numpy(), np.float64)
+            for w in (
+                decoder.attended_cell.kernel,
+                decoder.attended_cell.recurrent_kernel,
+                decoder.attended_cell.bias,
+            )
+        ]
     if bahdanau:
         w_out = np.asarray(decoder.deep_output.kernel.numpy(), np.float64)
         b_out = np.asarray(decoder.deep_output.bias.numpy(), np.float64)
@@ -209,7 +222,17 @@ def decoder_reference(
             def attend(q, fixed=fixed, mask=mask, b=b):
                 return np_attend(decoder.attention, q, memory[b], mask, fixed)
 
-            if bahdanau:
+            if conditional:
+                if query == "paper":
+                    middle = np_cell(cell_type, y[b, t], state, *cell)  # s'_t
+                    context, a = attend(middle[0])  # query s'_t
+                else:
+                    context, a = attend(state[0])  # query s_{t-1}
+                    middle = np_cell(cell_type, y[b, t], state, *cell)
+                state = np_cell(cell_type, context, middle, *attended_cell)
+                deep = np.concatenate([state[0], context, y[b, t]])
+                out = np.tanh(deep @ w_out + b_out)
+            elif bahdanau:
                 if query == "paper":
                     context, a = attend(state[0])  # query s_{t-1}
                     state = np_cell(cell_type, np.concatenate([y[b, t], context]), state, *cell)
@@ -829,6 +852,20 @@ def test_attention_that_is_not_a_keras_attention_layer_is_an_error(cls):
 def test_unknown_cell_type_is_an_error(cls):
     with _raises("`cell_type`", "('gru', 'lstm')", "'rnn'"):
         cls(UNITS, BahdanauAttention(5), cell_type="rnn")
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_conditional_that_is_not_a_bool_is_an_error(value):
+    with pytest.raises(ValueError, match=r"`conditional`. Expected True or False.*conditional="):
+        BahdanauDecoder(UNITS, make_layer("bahdanau"), conditional=value)
+
+
+def test_conditional_decoder_has_a_second_cell_on_the_context():
+    decoder = built_decoder("conditional")
+    # The first cell reads y_{t-1} alone, the second the context (memory size).
+    assert tuple(decoder.cell.kernel.shape) == (D_EMB, 3 * UNITS)
+    assert tuple(decoder.attended_cell.kernel.shape) == (D_H, 3 * UNITS)
+    assert tuple(built_decoder("bahdanau").cell.kernel.shape) == (D_EMB + D_H, 3 * UNITS)
 
 
 def test_memory_of_another_size_than_built_is_an_error():

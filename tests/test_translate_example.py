@@ -263,6 +263,13 @@ def test_checkpoint_average_chooses_on_val_and_scores_the_choice_on_test(runs, d
         bench.main(argv[:5] + ["2"] + argv[6:])
 
 
+def test_conditional_with_a_luong_decoder_fails_before_reading_data(script, tmp_path):
+    argv = ["--data-dir", str(tmp_path / "nowhere"), "train", "--attention", "luong-general"]
+    with pytest.raises(SystemExit, match="--conditional is a Bahdanau decoder"):
+        script.main(argv + ["--conditional", "--run-dir", str(tmp_path / "run")])
+    assert not (tmp_path / "run").exists()
+
+
 def test_incomplete_run_folder_names_missing_files(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(FileNotFoundError) as info:
@@ -292,6 +299,9 @@ def test_killed_run_resumes_from_saved_epoch(tmp_path, data_dir):
         *RECIPE,
         "--tie-embeddings",
         "--keep-epochs",
+        # The resumed run has the conditional decoder: its second cell's
+        # weights and moments must come back from the backup too.
+        "--conditional",
     ]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     process = subprocess.Popen(
@@ -325,6 +335,9 @@ def test_killed_run_resumes_from_saved_epoch(tmp_path, data_dir):
     assert not (run_dir / "backup").exists()
     # Every epoch's weights were kept, across the kill.
     assert averaging.saved_epochs(run_dir) == [1, 2, 3]
+    translator, config = load_run(run_dir)
+    assert config["conditional"] is True
+    assert translator.model.get_layer("decoder").conditional
     _check_average(run_dir, tmp_path / "averaged")
 
 

@@ -117,3 +117,37 @@ def test_wider_encoder_survives_a_keras_file_round_trip(tmp_path):
     np.testing.assert_allclose(
         np.asarray(restored(inputs)), np.asarray(model(inputs)), rtol=1e-6, atol=1e-6
     )
+
+
+def test_conditional_translator_decodes_step_by_step_like_teacher_forcing(tmp_path):
+    model = build_translator(
+        30, 40, attention="bahdanau", conditional=True, tie_embeddings=True, **SMALL
+    )
+    decoder = model.get_layer(model_lib.DECODER)
+    assert decoder.conditional
+    assert tuple(decoder.attended_cell.kernel.shape) == (16, 48)  # memory 16 → 3 · 16
+    source = np.array([[3, 4, 5, 6], [7, 8, 0, 0]])
+    target = np.array([[1, 2, 3, 4], [1, 5, 6, 0]])
+    logits = np.asarray(model([source, target]))
+    # Inference runs the same recurrence one token at a time.
+    translator = Translator(model, None, None)
+    state = translator.encode(source)
+    for t in range(3):
+        step_logits, _, state = translator.step(tf.constant(target[:, t]), state)
+        keep = target[:, t] != 0
+        np.testing.assert_allclose(
+            np.asarray(step_logits)[keep], logits[keep, t], rtol=1e-5, atol=1e-5
+        )
+    path = tmp_path / "conditional.keras"
+    model.save(path)
+    restored = keras.saving.load_model(path, compile=False)
+    assert restored.get_layer(model_lib.DECODER).conditional
+    np.testing.assert_allclose(
+        np.asarray(restored([source, target])), logits, rtol=1e-6, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("attention", ["luong-general", "none"])
+def test_conditional_needs_the_bahdanau_decoder(attention):
+    with pytest.raises(ValueError, match=r"`conditional`.*attention='bahdanau'"):
+        build_translator(30, 40, attention=attention, conditional=True, **SMALL)

@@ -10,8 +10,9 @@ last Dense is that same embedding called in reverse (logits = o · Eᵀ + b); th
 decoder's output o then has the embedding size (the attention decoders' own
 output layer, or a `readout` Dense(tanh) after the baseline's GRU).
 
-The decoder is `BahdanauDecoder` or `LuongDecoder` with the attention the
-configuration names, or a plain Keras GRU for the no-attention baseline (it
+The decoder is `BahdanauDecoder` (with `conditional=True`, the two-cell
+conditional GRU of the published Multi30k systems) or `LuongDecoder` with the
+attention the configuration names, or a plain Keras GRU for the no-attention baseline (it
 starts from s_0, the whole source squeezed into one vector).
 """
 
@@ -35,14 +36,39 @@ LOGITS = "logits"
 READOUT = "readout"  # the baseline's projection to the embedding size when tied
 
 
+def _check_conditional(attention, conditional):
+    if conditional and attention != "bahdanau":
+        raise ValueError(
+            "Invalid value for argument `conditional`. The conditional decoder is a "
+            "Bahdanau decoder (attention='bahdanau'). Received: "
+            f"attention={attention!r}, conditional={conditional!r}"
+        )
+
+
 def make_decoder(
-    attention, units, cell_type="gru", input_feeding=True, seed=None, output_units=None
+    attention,
+    units,
+    cell_type="gru",
+    input_feeding=True,
+    seed=None,
+    output_units=None,
+    conditional=False,
 ):
-    """The decoder layer for an attention name of `ATTENTIONS` (not "none")."""
+    """The decoder layer for an attention name of `ATTENTIONS` (not "none").
+
+    `conditional=True` (Bahdanau only) gives the two-cell conditional decoder.
+    """
+    _check_conditional(attention, conditional)
     if attention == "bahdanau":
         layer = BahdanauAttention(units, name="attention")
         return BahdanauDecoder(
-            units, layer, cell_type=cell_type, output_units=output_units, seed=seed, name=DECODER
+            units,
+            layer,
+            cell_type=cell_type,
+            output_units=output_units,
+            seed=seed,
+            conditional=conditional,
+            name=DECODER,
         )
     if attention.startswith("luong-"):
         layer = LuongAttention(score_mode=attention[len("luong-") :], name="attention")
@@ -72,6 +98,7 @@ def build_translator(
     tie_embeddings=False,
     encoder_units=None,
     seed=None,
+    conditional=False,
 ):
     """Builds the training model: `(source_ids, decoder_input_ids) → logits`.
 
@@ -91,6 +118,7 @@ def build_translator(
             `units / 2`, so that the memory has `units` features, which
             "luong-dot" needs (d_q == d_k).
         seed: seed of the dropout layers.
+        conditional: "bahdanau" only: the conditional (two-cell) decoder.
 
     Returns:
         An uncompiled `keras.Model` with inputs `source_ids`, `decoder_input_ids`
@@ -101,6 +129,7 @@ def build_translator(
             f"Invalid value for argument `attention`. Expected one of {ATTENTIONS}. "
             f"Received: attention={attention!r}"
         )
+    _check_conditional(attention, conditional)
     if encoder_units is None:
         if units % 2:
             raise ValueError(
@@ -157,6 +186,7 @@ def build_translator(
             input_feeding=input_feeding,
             seed=seed,
             output_units=embedding_dim if tie_embeddings else None,
+            conditional=conditional,
         )
         outputs, _, _ = decoder(y, memory, initial_state=initial_state)  # (B, T, E or units)
     outputs = keras.layers.Dropout(dropout, seed=seed, name="output_dropout")(outputs)
