@@ -58,7 +58,7 @@ def corpus():
     return load_multi30k(("train", "val"), folder)
 
 
-def _write_run(folder, corpus, attention, tie_embeddings=False):
+def _write_run(folder, corpus, attention, tie_embeddings=False, conditional=False):
     """A run folder as `translate_en_fr.py train` writes it, with random weights."""
     keras.utils.set_random_seed(0)
     train = corpus["train"]
@@ -73,6 +73,7 @@ def _write_run(folder, corpus, attention, tie_embeddings=False):
         dropout=0.0,
         tie_embeddings=tie_embeddings,
         seed=0,
+        conditional=conditional,
     )
     folder.mkdir(parents=True)
     model.save(folder / MODEL_FILE)
@@ -278,12 +279,15 @@ def test_app_loop_over_decode_step_equals_translate_signature(exported, example,
         np.testing.assert_allclose(loop_attention, attention, atol=1e-5)
 
 
-def test_tied_translator_exports_with_builtin_operators_and_keras_outputs(
+def test_tied_conditional_translator_exports_with_builtin_operators_and_keras_outputs(
     tmp_path, corpus, example, sentences
 ):
     # The presets tie the output layer to the target embedding: one matrix
-    # read by a gather and by the logits' matmul inside the loop.
-    run = _write_run(tmp_path / "tied", corpus, "bahdanau", tie_embeddings=True)
+    # read by a gather and by the logits' matmul inside the loop. Their
+    # decoder is the conditional one: two cells in the loop.
+    run = _write_run(
+        tmp_path / "tied", corpus, "bahdanau", tie_embeddings=True, conditional=True
+    )
     export.export_run(run, tmp_path / "out", variants=("float32",), saved_model=False)
     path = tmp_path / "out" / export.TFLITE_DIR / export.tflite_filename("float32")
     ops = export.tflite_operators(path)

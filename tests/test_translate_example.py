@@ -43,6 +43,9 @@ TIED = {"bahdanau": ["--no-tie-embeddings"], "none": ["--tie-embeddings"]}
 ENCODER_UNITS = {"bahdanau": ["--encoder-units", "48"], "none": []}
 # The attention run also saves its epochs' weights, for `average`.
 KEEP = {"bahdanau": ["--keep-epochs"], "none": []}
+# The presets' decoder is the conditional one (tested by the resumed run);
+# the attention run here has the plain Bahdanau decoder.
+DECODER = {"bahdanau": ["--no-conditional"], "none": []}
 
 
 def _load_script():
@@ -73,6 +76,7 @@ def runs(tmp_path_factory, script, data_dir):
             + TIED[attention]
             + ENCODER_UNITS[attention]
             + KEEP[attention]
+            + DECODER[attention]
             + ["--run-dir", str(root / attention)]
         )
     return root
@@ -85,9 +89,13 @@ def test_train_writes_a_complete_run_folder(runs):
         config = json.loads((folder / "config.json").read_text())
         assert config["attention"] == attention
         assert config["tie_embeddings"] is (attention == "none")
+        # Off by request for the attention run; the baseline has no attention decoder.
+        assert config["conditional"] is False
         model = keras.saving.load_model(folder / "model.keras", compile=False)
         tied = isinstance(model.get_layer("target_embedding"), TiedEmbedding)
         assert tied is (attention == "none")
+        if attention == "bahdanau":
+            assert not model.get_layer("decoder").conditional
         per_direction = 48 if attention == "bahdanau" else 32  # tiny: units 64
         assert config["encoder_units"] == (48 if attention == "bahdanau" else None)
         memory = model.get_layer("encoder").output[0]
@@ -299,9 +307,8 @@ def test_killed_run_resumes_from_saved_epoch(tmp_path, data_dir):
         *RECIPE,
         "--tie-embeddings",
         "--keep-epochs",
-        # The resumed run has the conditional decoder: its second cell's
-        # weights and moments must come back from the backup too.
-        "--conditional",
+        # The preset's conditional decoder: its second cell's weights and
+        # moments must come back from the backup too.
     ]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     process = subprocess.Popen(
