@@ -60,6 +60,13 @@ def _training_line(name, config, history):
     )
 
 
+def _model_name(config):
+    # Runs trained before `--conditional` existed had the plain decoder.
+    if config.get("conditional"):
+        return f"{config['attention']} (conditional decoder)"
+    return config["attention"]
+
+
 def _encoder_units(config):
     # Runs trained before `--encoder-units` existed had units / 2 per direction.
     return config.get("encoder_units") or config["units"] // 2
@@ -114,7 +121,7 @@ def _stopping_line(config, history):
 
 def build_report(run, baseline=None):
     config, history, results, explain = _load(run)
-    runs = [(config["attention"], config, history, results)]
+    runs = [(_model_name(config), config, history, results)]
     if baseline:
         b_config, b_history, b_results, _ = _load(baseline)
         runs.append(("none (baseline)", b_config, b_history, b_results))
@@ -162,7 +169,7 @@ def build_report(run, baseline=None):
                 if scores is None:
                     continue
                 signature = signature or scores.get("bleu_signature")
-                target = TARGETS.get(split) if name == config["attention"] else None
+                target = TARGETS.get(split) if name == runs[0][0] else None
                 verdict = "—"
                 if target is not None:
                     met = scores["bleu_lc_tok"] >= target

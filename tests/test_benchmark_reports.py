@@ -71,6 +71,24 @@ def test_verdicts_follow_the_targets(translation_bar, tmp_path):
     assert "Beam: width 4, GNMT length penalty 0.6." in report
 
 
+def test_conditional_decoder_is_named_and_judged(translation_bar, tmp_path):
+    run = _run_folder(
+        tmp_path / "att",
+        "bahdanau",
+        [3.0, 2.0],
+        {"test_2016_flickr": 59.36, "test_2017_flickr": 51.84},
+    )
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, "conditional": True}))
+    report = translation_bar.build_report(run)
+    assert "| bahdanau (conditional decoder) | 128 / 256 / 128 |" in report
+    name = "| bahdanau (conditional decoder) | test"
+    rows = [r for r in report.splitlines() if r.startswith(name)]
+    assert len(rows) == 4
+    assert sum(r.endswith("≥ 59.0: met |") for r in rows) == 2
+    assert sum(r.endswith("≥ 52.0: not met |") for r in rows) == 2
+
+
 def test_recipe_and_beam_settings_come_from_the_run(translation_bar, tmp_path):
     run = _run_folder(tmp_path / "att", "bahdanau", [3.0, 2.0], {"test_2016_flickr": 50.0})
     config = json.loads((run / "config.json").read_text())
