@@ -1,11 +1,13 @@
-"""What label smoothing, the weight average, tied embeddings and a wider encoder cost per step.
+"""What label smoothing, the weight average, tied embeddings, a wider encoder and the conditional
+decoder cost per training step.
 
-Builds the translator of the default preset (embedding 128, units 256, Bahdanau
-attention) six times: with and without `SmoothedSparseCrossentropy`'s smoothing
+Builds the translator of the default sizes (embedding 128, units 256, Bahdanau
+attention) seven times: with and without `SmoothedSparseCrossentropy`'s smoothing
 and Adam's moving average of the weights (`use_ema`), with the output layer
-tied to the target embedding (`tie_embeddings=True`), and tied with an encoder
-of 256 units per direction instead of 128 (`encoder_units=256`), and times
-`model.fit` over the same padded random batches, the six models interleaved in
+tied to the target embedding (`tie_embeddings=True`), tied with an encoder
+of 256 units per direction instead of 128 (`encoder_units=256`), and tied with
+the conditional decoder (`conditional=True`), and times
+`model.fit` over the same padded random batches, the seven models interleaved in
 each round (batches and timer from `decoder_speed.py`). CPU time of the process is
 the measure: on a machine shared with other jobs it moves less than wall
 time. Writes the "Training recipe cost" section of docs/benchmarks.md.
@@ -31,23 +33,28 @@ from keras_attention.translation.losses import SmoothedSparseCrossentropy  # noq
 from keras_attention.translation.model import build_translator  # noqa: E402
 
 # name -> (label smoothing, EMA momentum, tied embeddings, encoder units per
-# direction, None: units / 2); the first is the reference.
+# direction (None: units / 2), conditional decoder); the first is the reference.
 RECIPES = {
-    "plain cross-entropy": (0.0, 0.0, False, None),
-    "label smoothing 0.1": (0.1, 0.0, False, None),
-    "EMA 0.999": (0.0, 0.999, False, None),
-    "label smoothing 0.1 + EMA 0.999": (0.1, 0.999, False, None),
-    "tied embeddings": (0.0, 0.0, True, None),
-    "tied embeddings, encoder 256 per direction": (0.0, 0.0, True, 256),
+    "plain cross-entropy": (0.0, 0.0, False, None, False),
+    "label smoothing 0.1": (0.1, 0.0, False, None, False),
+    "EMA 0.999": (0.0, 0.999, False, None, False),
+    "label smoothing 0.1 + EMA 0.999": (0.1, 0.999, False, None, False),
+    "tied embeddings": (0.0, 0.0, True, None, False),
+    "tied embeddings, encoder 256 per direction": (0.0, 0.0, True, 256, False),
+    "tied embeddings, conditional decoder": (0.0, 0.0, True, None, True),
 }
 # The shapes `decoder_speed.random_batches` reads; vocabulary of the real run.
 SHAPES = argparse.Namespace(batch_size=64, source_length=16, target_length=18, vocab=2900)
 
 
-def _model(smoothing, momentum, tie_embeddings, encoder_units):
+def _model(smoothing, momentum, tie_embeddings, encoder_units, conditional):
     keras.utils.set_random_seed(0)
     model = build_translator(
-        SHAPES.vocab, SHAPES.vocab, tie_embeddings=tie_embeddings, encoder_units=encoder_units
+        SHAPES.vocab,
+        SHAPES.vocab,
+        tie_embeddings=tie_embeddings,
+        encoder_units=encoder_units,
+        conditional=conditional,
     )
     optimizer = keras.optimizers.Adam(
         1e-3, global_clipnorm=1.0, use_ema=bool(momentum), ema_momentum=momentum
@@ -79,7 +86,7 @@ def report(cpu, wall, weights, steps, rounds, load=None):
     ref_cpu = float(np.median(cpu[reference]))
     ref_wall = float(np.median(wall[reference]))
     lines = [
-        f"Translator of the default preset (Bahdanau, embedding 128, units 256), vocabulary "
+        f"Translator of the default sizes (Bahdanau, embedding 128, units 256), vocabulary "
         f"{SHAPES.vocab}, batch {SHAPES.batch_size}, source {SHAPES.source_length}, target "
         f"{SHAPES.target_length}, random tokens and lengths (half to all, padded). "
         f"`model.fit` over {steps} steps after warm-up, {rounds} interleaved rounds; "
