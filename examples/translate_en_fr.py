@@ -236,8 +236,7 @@ def _compiled_model(config, source_tokenizer, target_tokenizer, seed):
         units=config["units"],
         dropout=config["dropout"],
         input_feeding=config["input_feeding"],
-        # Runs trained before the option existed have no key: plain Bahdanau.
-        conditional=config.get("conditional", False),
+        conditional=config["conditional"],
         tie_embeddings=config["tie_embeddings"],
         encoder_units=config["encoder_units"],
         seed=seed,

@@ -225,16 +225,14 @@ class BahdanauDecoder(BaseDecoder):
             return None
         dtype = self.compute_dtype
         cell = self.attended_cell
-        bias = ops.cast(cell.bias, dtype)
+        input_bias, recurrent_bias = self._cell_biases(cell)
         weights = {
             "kernel": ops.cast(cell.kernel, dtype),
             "recurrent_kernel": ops.cast(cell.recurrent_kernel, dtype),
+            "input_bias": input_bias,
         }
-        if self.cell_type == "gru":
-            # reset_after: (input bias, recurrent bias)
-            weights["input_bias"], weights["recurrent_bias"] = bias[0], bias[1]
-        else:
-            weights["input_bias"] = bias
+        if recurrent_bias is not None:
+            weights["recurrent_bias"] = recurrent_bias
         return weights
 
     def _output_dim(self):

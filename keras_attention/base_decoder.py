@@ -87,11 +87,14 @@ class BaseDecoder(keras.layers.Layer):
         dtype = self.compute_dtype
         kernel = ops.cast(self.cell.kernel, dtype)[: self.embedding_dim]
         projected = ops.matmul(ops.cast(inputs, dtype), kernel)
+        return projected + self._cell_biases(self.cell)[0]
+
+    def _cell_biases(self, cell):
+        """`(input bias, recurrent bias or None)` of a cell, in the compute dtype."""
+        bias = ops.cast(cell.bias, self.compute_dtype)
         if self.cell_type == "gru":
-            bias = self.cell.bias[0]  # reset_after: (input bias, recurrent bias)
-        else:
-            bias = self.cell.bias
-        return projected + ops.cast(bias, dtype)
+            return bias[0], bias[1]  # reset_after: (input bias, recurrent bias)
+        return bias, None  # LSTM: one bias
 
     def _cell_weights(self):
         """The cell weights that every step reads, in the compute dtype.
@@ -105,7 +108,7 @@ class BaseDecoder(keras.layers.Layer):
             "recurrent_kernel": ops.cast(self.cell.recurrent_kernel, dtype),
         }
         if self.cell_type == "gru":
-            weights["recurrent_bias"] = ops.cast(self.cell.bias[1], dtype)
+            weights["recurrent_bias"] = self._cell_biases(self.cell)[1]
         return weights
 
     def _cell_extra_projection(self, extra, weights=None):
