@@ -43,6 +43,7 @@ from keras_attention.translation import load_multi30k  # noqa: E402
 from keras_attention.translation import make_dataset  # noqa: E402
 from keras_attention.translation.losses import SmoothedSparseCrossentropy  # noqa: E402
 from keras_attention.translation.model import ATTENTIONS  # noqa: E402
+from keras_attention.translation.model import DECODER_INITS  # noqa: E402
 from keras_attention.translation.model import build_translator  # noqa: E402
 from keras_attention.translation.translator import CONFIG_FILE  # noqa: E402
 from keras_attention.translation.translator import MODEL_FILE  # noqa: E402
@@ -72,6 +73,9 @@ PRESETS = {
         # The conditional GRU decoder (Bahdanau only) measured better: see
         # "The presets" in docs/translation.md.
         "conditional": True,
+        # s_0 from the encoder's final states ("final") or the mean of the
+        # memory ("mean"): see "The presets" in docs/translation.md.
+        "decoder_init": "final",
     },
     "tiny": {
         "embedding_dim": 32,
@@ -87,6 +91,7 @@ PRESETS = {
         "ema_momentum": 0.0,
         "tie_embeddings": True,
         "conditional": True,
+        "decoder_init": "final",
     },
 }
 # Training pairs with a side longer than this many words are skipped (and
@@ -237,6 +242,7 @@ def _compiled_model(config, source_tokenizer, target_tokenizer, seed):
         dropout=config["dropout"],
         input_feeding=config["input_feeding"],
         conditional=config["conditional"],
+        decoder_init=config["decoder_init"],
         tie_embeddings=config["tie_embeddings"],
         encoder_units=config["encoder_units"],
         seed=seed,
@@ -607,6 +613,12 @@ def parse_args(argv=None):
         action=argparse.BooleanOptionalAction,
         help="bahdanau only: the conditional (two-cell) GRU decoder of the published "
         "systems, or (--no-conditional) the plain Bahdanau decoder",
+    )
+    p.add_argument(
+        "--decoder-init",
+        choices=DECODER_INITS,
+        help="what the first decoder state reads: the encoder's final states, or the "
+        "mean of its outputs over the source tokens",
     )
     p.add_argument("--patience", type=int, default=3, help="early stopping")
     p.add_argument(

@@ -58,7 +58,9 @@ def corpus():
     return load_multi30k(("train", "val"), folder)
 
 
-def _write_run(folder, corpus, attention, tie_embeddings=False, conditional=False):
+def _write_run(
+    folder, corpus, attention, tie_embeddings=False, conditional=False, decoder_init="final"
+):
     """A run folder as `translate_en_fr.py train` writes it, with random weights."""
     keras.utils.set_random_seed(0)
     train = corpus["train"]
@@ -74,6 +76,7 @@ def _write_run(folder, corpus, attention, tie_embeddings=False, conditional=Fals
         tie_embeddings=tie_embeddings,
         seed=0,
         conditional=conditional,
+        decoder_init=decoder_init,
     )
     folder.mkdir(parents=True)
     model.save(folder / MODEL_FILE)
@@ -284,9 +287,15 @@ def test_tied_conditional_translator_exports_with_builtin_operators_and_keras_ou
 ):
     # The presets tie the output layer to the target embedding: one matrix
     # read by a gather and by the logits' matmul inside the loop. Their
-    # decoder is the conditional one: two cells in the loop.
+    # decoder is the conditional one: two cells in the loop. Its first state
+    # here reads the masked mean of the memory (decoder_init="mean").
     run = _write_run(
-        tmp_path / "tied", corpus, "bahdanau", tie_embeddings=True, conditional=True
+        tmp_path / "tied",
+        corpus,
+        "bahdanau",
+        tie_embeddings=True,
+        conditional=True,
+        decoder_init="mean",
     )
     export.export_run(run, tmp_path / "out", variants=("float32",), saved_model=False)
     path = tmp_path / "out" / export.TFLITE_DIR / export.tflite_filename("float32")

@@ -43,9 +43,10 @@ TIED = {"bahdanau": ["--no-tie-embeddings"], "none": ["--tie-embeddings"]}
 ENCODER_UNITS = {"bahdanau": ["--encoder-units", "48"], "none": []}
 # The attention run also saves its epochs' weights, for `average`.
 KEEP = {"bahdanau": ["--keep-epochs"], "none": []}
-# The presets' decoder is the conditional one (tested by the resumed run);
-# the attention run here has the plain Bahdanau decoder.
-DECODER = {"bahdanau": ["--no-conditional"], "none": []}
+# The presets' decoder is the conditional one, started from the encoder's
+# final states (tested by the resumed run); the attention run here has the
+# plain Bahdanau decoder, started from the mean of the memory.
+DECODER = {"bahdanau": ["--no-conditional", "--decoder-init", "mean"], "none": []}
 
 
 def _load_script():
@@ -96,6 +97,9 @@ def test_train_writes_a_complete_run_folder(runs):
         assert tied is (attention == "none")
         if attention == "bahdanau":
             assert not model.get_layer("decoder").conditional
+        mean_init = attention == "bahdanau"
+        assert config["decoder_init"] == ("mean" if mean_init else "final")
+        assert ("encoder_mean" in {layer.name for layer in model.layers}) is mean_init
         per_direction = 48 if attention == "bahdanau" else 32  # tiny: units 64
         assert config["encoder_units"] == (48 if attention == "bahdanau" else None)
         memory = model.get_layer("encoder").output[0]

@@ -151,3 +151,57 @@ def test_conditional_translator_decodes_step_by_step_like_teacher_forcing(tmp_pa
 def test_conditional_needs_the_bahdanau_decoder(attention):
     with pytest.raises(ValueError, match=r"`conditional`.*attention='bahdanau'"):
         build_translator(30, 40, attention=attention, conditional=True, **SMALL)
+
+
+@pytest.mark.parametrize("attention", ["bahdanau", "luong-general", "none"])
+def test_mean_init_reads_the_mean_of_the_real_source_states(attention, tmp_path):
+    model = build_translator(
+        30, 40, attention=attention, conditional=attention == "bahdanau", decoder_init="mean",
+        **SMALL,
+    )
+    source = np.array([[3, 4, 5, 6], [7, 8, 0, 0]])  # the second row is padded
+    target = np.array([[1, 2, 3], [1, 5, 6]])
+    mask = source != 0
+    embedded = model.get_layer(model_lib.SOURCE_EMBEDDING)(source)
+    memory, _, _ = model.get_layer(model_lib.ENCODER)(embedded, mask=tf.constant(mask))
+    memory = np.asarray(memory, "float64")  # (B, S, 16)
+    bridge = model.get_layer(model_lib.BRIDGE)
+    assert tuple(bridge.kernel.shape) == (16, 16)  # reads the memory's 16 features
+    kernel, bias = (np.asarray(w, "float64") for w in (bridge.kernel, bridge.bias))
+    # s_0 = tanh(W · mean of the memory over the real tokens + b), in float64.
+    want = np.stack(
+        [np.tanh(memory[b, mask[b]].mean(axis=0) @ kernel + bias) for b in range(2)]
+    )
+    padded_in = np.tanh(memory[1].mean(axis=0) @ kernel + bias)
+    assert np.abs(padded_in - want[1]).max() > 1e-4  # the padding would change it
+
+    translator = Translator(model, None, None)
+    state = translator.encode(source)
+    np.testing.assert_allclose(np.asarray(state["h"]), want, rtol=1e-5, atol=1e-6)
+
+    # The model's logits agree with inference from that state, and with a
+    # reloaded model.
+    logits = np.asarray(model([source, target]))
+    if attention != "none":
+        step_logits, _, _ = translator.step(tf.constant(target[:, 0]), state)
+        np.testing.assert_allclose(np.asarray(step_logits), logits[:, 0], rtol=1e-5, atol=1e-5)
+    path = tmp_path / "mean.keras"
+    model.save(path)
+    restored = keras.saving.load_model(path, compile=False)
+    assert model_lib.ENCODER_MEAN in {layer.name for layer in restored.layers}
+    np.testing.assert_allclose(
+        np.asarray(restored([source, target])), logits, rtol=1e-6, atol=1e-6
+    )
+
+
+def test_final_init_is_the_default_and_has_no_mean_layer():
+    model = build_translator(30, 40, attention="bahdanau", **SMALL)
+    assert model_lib.ENCODER_MEAN not in {layer.name for layer in model.layers}
+    assert tuple(model.get_layer(model_lib.BRIDGE).kernel.shape) == (16, 16)  # 2 × 8
+    assert Translator(model, None, None).encoder_mean is None
+
+
+@pytest.mark.parametrize("bad", ["average", None, "Mean"])
+def test_bad_decoder_init_is_named(bad):
+    with pytest.raises(ValueError, match=r"`decoder_init`.*\('final', 'mean'\)"):
+        build_translator(30, 40, decoder_init=bad, **SMALL)

@@ -2,6 +2,7 @@
 
     source_ids (B, S) ─ Embedding ─ Dropout ─ BiGRU ─► memory (B, S, 2 · encoder_units)
                                               └─ final states ─ Dense(tanh) ─► s_0
+                      (decoder_init="mean": the masked mean of the memory instead)
     decoder_input_ids (B, T) ─ Embedding ─ Dropout ─┐
          memory, s_0, source mask (automatic) ─► Decoder ─ Dropout ─ Dense ─► logits
 
@@ -25,11 +26,15 @@ from keras_attention.luong_decoder import LuongDecoder
 from keras_attention.translation.tied_embedding import TiedEmbedding
 
 ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat", "none")
+# What s_0 is computed from: the encoder's final states (both directions), or
+# the mean of the memory over the real source tokens.
+DECODER_INITS = ("final", "mean")
 
 # Layer names the inference code looks up in a trained (or reloaded) model.
 SOURCE_EMBEDDING = "source_embedding"
 ENCODER = "encoder"
 BRIDGE = "bridge"
+ENCODER_MEAN = "encoder_mean"  # only in models built with decoder_init="mean"
 TARGET_EMBEDDING = "target_embedding"
 DECODER = "decoder"
 LOGITS = "logits"
@@ -99,6 +104,7 @@ def build_translator(
     encoder_units=None,
     seed=None,
     conditional=False,
+    decoder_init="final",
 ):
     """Builds the training model: `(source_ids, decoder_input_ids) → logits`.
 
@@ -119,6 +125,10 @@ def build_translator(
             "luong-dot" needs (d_q == d_k).
         seed: seed of the dropout layers.
         conditional: "bahdanau" only: the conditional (two-cell) decoder.
+        decoder_init: one of `DECODER_INITS`, what the first decoder state
+            s_0 = tanh(W x + b) reads: "final", x = the final states of the
+            two encoder directions; "mean", x = the mean of the memory over
+            the source tokens (padding excluded), as in the published system.
 
     Returns:
         An uncompiled `keras.Model` with inputs `source_ids`, `decoder_input_ids`
@@ -130,6 +140,11 @@ def build_translator(
             f"Received: attention={attention!r}"
         )
     _check_conditional(attention, conditional)
+    if decoder_init not in DECODER_INITS:
+        raise ValueError(
+            f"Invalid value for argument `decoder_init`. Expected one of {DECODER_INITS}. "
+            f"Received: decoder_init={decoder_init!r}"
+        )
     if encoder_units is None:
         if units % 2:
             raise ValueError(
@@ -161,8 +176,13 @@ def build_translator(
         keras.layers.GRU(encoder_units, return_sequences=True, return_state=True),
         name=ENCODER,
     )(x)  # (B, S, 2 · encoder_units), (B, encoder_units) × 2
+    if decoder_init == "mean":
+        # The source mask rides on the memory; the pooling leaves padding out.
+        summary = keras.layers.GlobalAveragePooling1D(name=ENCODER_MEAN)(memory)
+    else:
+        summary = keras.layers.Concatenate(name="encoder_state")([forward, backward])
     initial_state = keras.layers.Dense(units, activation="tanh", name=BRIDGE)(
-        keras.layers.Concatenate(name="encoder_state")([forward, backward])
+        summary
     )  # s_0: (B, units)
 
     embedding_class = TiedEmbedding if tie_embeddings else keras.layers.Embedding

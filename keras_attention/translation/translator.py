@@ -70,9 +70,13 @@ class Translator(tf.Module):
         self.source_embedding = model.get_layer(model_lib.SOURCE_EMBEDDING)
         self.encoder = model.get_layer(model_lib.ENCODER)
         self.bridge = model.get_layer(model_lib.BRIDGE)
+        names = {layer.name for layer in model.layers}
+        # decoder_init="mean": s_0 reads the masked mean of the memory.
+        self.encoder_mean = (
+            model.get_layer(model_lib.ENCODER_MEAN) if model_lib.ENCODER_MEAN in names else None
+        )
         self.target_embedding = model.get_layer(model_lib.TARGET_EMBEDDING)
         self.decoder = model.get_layer(model_lib.DECODER)
-        names = {layer.name for layer in model.layers}
         # A tied model scores with its target embedding (reverse call; no
         # output layer of its own); the baseline then has a readout to the
         # embedding size before it.
@@ -91,13 +95,21 @@ class Translator(tf.Module):
             return self.target_embedding(outputs, reverse=True)
         return self.output_layer(outputs)
 
-    def encode(self, source_ids):
-        """source_ids (B, S) int32 → the first decoder state (a dict)."""
+    def _encode_source(self, source_ids):
+        """source_ids (B, S) → memory (B, S, M), s_0 (B, units), mask (B, S)."""
         source_ids = tf.convert_to_tensor(source_ids, tf.int32)
         mask = tf.not_equal(source_ids, 0)  # (B, S)
         embedded = self.source_embedding(source_ids)  # (B, S, E)
         memory, forward, backward = self.encoder(embedded, mask=mask, training=False)
-        initial = self.bridge(tf.concat([forward, backward], axis=-1))  # (B, units)
+        if self.encoder_mean is not None:
+            summary = self.encoder_mean(memory, mask=mask)  # (B, M)
+        else:
+            summary = tf.concat([forward, backward], axis=-1)  # (B, M)
+        return memory, self.bridge(summary), mask
+
+    def encode(self, source_ids):
+        """source_ids (B, S) int32 → the first decoder state (a dict)."""
+        memory, initial, mask = self._encode_source(source_ids)
         if self.has_attention:
             return self.decoder.get_decode_state(memory, initial, mask)
         # The baseline keeps a memory mask only to report zero attention.
@@ -119,11 +131,7 @@ class Translator(tf.Module):
     def teacher_forced_logits(self, source_ids, decoder_input_ids, attention_override=None):
         """Logits (B, T, V) along given decoder inputs, optionally overriding
         the attention weights ("uniform", "permute" or fixed weights)."""
-        source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-        mask = tf.not_equal(source_ids, 0)
-        embedded = self.source_embedding(source_ids)
-        memory, forward, backward = self.encoder(embedded, mask=mask, training=False)
-        initial = self.bridge(tf.concat([forward, backward], axis=-1))
+        memory, initial, mask = self._encode_source(source_ids)
         targets = self.target_embedding(decoder_input_ids)
         target_mask = tf.not_equal(decoder_input_ids, 0)
         if not self.has_attention:
