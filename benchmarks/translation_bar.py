@@ -61,10 +61,14 @@ def _training_line(name, config, history):
 
 
 def _model_name(config):
-    # Runs trained before `--conditional` existed had the plain decoder.
+    # Runs trained before `--conditional` and `--decoder-init` existed had the
+    # plain decoder, started from the encoder's final states.
+    notes = []
     if config.get("conditional"):
-        return f"{config['attention']} (conditional decoder)"
-    return config["attention"]
+        notes.append("conditional decoder")
+    if config.get("decoder_init", "final") == "mean":
+        notes.append("s_0 from the mean of the memory")
+    return f"{config['attention']} ({', '.join(notes)})" if notes else config["attention"]
 
 
 def _encoder_units(config):

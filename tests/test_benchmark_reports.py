@@ -89,6 +89,18 @@ def test_conditional_decoder_is_named_and_judged(translation_bar, tmp_path):
     assert sum(r.endswith("≥ 52.0: not met |") for r in rows) == 2
 
 
+def test_mean_start_is_named(translation_bar, tmp_path):
+    run = _run_folder(tmp_path / "att", "bahdanau", [3.0, 2.0], {"test_2016_flickr": 59.1})
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(
+        json.dumps({**config, "conditional": True, "decoder_init": "mean"})
+    )
+    report = translation_bar.build_report(run)
+    name = "| bahdanau (conditional decoder, s_0 from the mean of the memory) |"
+    assert f"{name} 128 / 256 / 128 |" in report
+    assert "| bahdanau (conditional decoder) |" not in report
+
+
 def test_recipe_and_beam_settings_come_from_the_run(translation_bar, tmp_path):
     run = _run_folder(tmp_path / "att", "bahdanau", [3.0, 2.0], {"test_2016_flickr": 50.0})
     config = json.loads((run / "config.json").read_text())
