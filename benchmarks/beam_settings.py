@@ -100,9 +100,22 @@ def run(args):
     return config, rows, best, tests, len(val.en)
 
 
-def build_report(config, rows, best, tests, val_split, sentences):
+def _run_line(config, run):
+    if run is None:
+        return f"Run: the `{config['attention']}` model of the translation bar."
+    # Runs trained before these options had neither.
+    start = config.get("decoder_init", "final")
+    decoder = "conditional" if config.get("conditional") else "plain"
+    return (
+        f"Run: `{run}` (`{config['attention']}`, {decoder} decoder, s_0 from the "
+        f"{'mean of the memory' if start == 'mean' else 'final encoder states'}, "
+        f"seed {config.get('seed', 0)})."
+    )
+
+
+def build_report(config, rows, best, tests, val_split, sentences, run=None):
     lines = [
-        f"Run: the `{config['attention']}` model of the translation bar. Beam search is "
+        f"{_run_line(config, run)} Beam search is "
         f"scored on {val_split} ({sentences} sentences) for each setting; the best "
         "validation BLEU (lc, tok) picks the setting, and only that one is decoded on "
         "the test splits. Time: decoding the validation split in batches of 64.",
@@ -148,6 +161,12 @@ def parse_args(argv=None):
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-sentences", type=int, help="score only the first N (a quick look)")
     parser.add_argument("--no-write", action="store_true", help="do not touch docs/benchmarks.md")
+    parser.add_argument(
+        "--section",
+        default=SECTION,
+        help="the section of docs/benchmarks.md to write; another title than the "
+        "default keeps the bar model's section and names the run",
+    )
     args = parser.parse_args(argv)
     if args.val_split in args.test_splits.split(","):
         parser.error(f"--val-split {args.val_split} is also a test split; choose on another one")
@@ -157,10 +176,11 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     config, rows, best, tests, sentences = run(args)
-    report = build_report(config, rows, best, tests, args.val_split, sentences)
+    named = None if args.section == SECTION else args.run
+    report = build_report(config, rows, best, tests, args.val_split, sentences, named)
     print(report)
     if not args.no_write:
-        print("written to", _report.write_section(SECTION, report))
+        print("written to", _report.write_section(args.section, report))
     return config, rows, best, tests
 
 

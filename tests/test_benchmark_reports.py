@@ -190,6 +190,24 @@ def test_beam_settings_always_include_greedy(beam_settings):
         beam_settings.settings([1], [0.6])
 
 
+def test_beam_settings_report_names_a_run_of_its_own_section(beam_settings):
+    row = {"method": "beam", "width": 4, "penalty": 1.0, "bleu_lc_tok": 58.3, "bleu": 56.5}
+    row.update(chrf=72.9, seconds=10.0)
+    tests = {"test_2016_flickr": {"bleu_lc_tok": 60.0, "bleu": 58.1, "chrf": 74.1}}
+    config = {"attention": "bahdanau", "conditional": True, "decoder_init": "mean", "seed": 1}
+    report = beam_settings.build_report(config, [row], row, tests, "val", 1014, "runs/x")
+    assert report.startswith(
+        "Run: `runs/x` (`bahdanau`, conditional decoder, s_0 from the mean of the memory, "
+        "seed 1)."
+    )
+    assert "| beam 4, penalty 1 | 58.30 | 56.50 | 72.90 | 10 | yes |" in report
+    assert "| test_2016_flickr | 60.00 | 58.10 | 74.10 |" in report
+    bar = beam_settings.build_report(config, [row], row, tests, "val", 1014)
+    assert bar.startswith("Run: the `bahdanau` model of the translation bar.")
+    args = beam_settings.parse_args(["--section", "Beam settings: seed 1"])
+    assert args.section == "Beam settings: seed 1"
+
+
 def test_best_beam_setting_is_the_best_validation_bleu(beam_settings):
     rows = [{"bleu_lc_tok": 50.0}, {"bleu_lc_tok": 52.5}, {"bleu_lc_tok": 52.5}]
     assert beam_settings.best_setting(rows) is rows[1]  # first of a tie
