@@ -194,6 +194,20 @@ def test_mean_init_reads_the_mean_of_the_real_source_states(attention, tmp_path)
     )
 
 
+@pytest.mark.parametrize("dtype", ["float32", "mixed_float16"])
+def test_mean_of_an_empty_source_is_zero_not_nan(dtype):
+    layer = model_lib.MaskedMean(dtype=dtype)
+    values = np.arange(12, dtype="float32").reshape(2, 3, 2)
+    mask = np.array([[True, True, False], [False, False, False]])
+    out = np.asarray(layer(values, mask=mask), "float64")
+    np.testing.assert_allclose(out, [[1.0, 2.0], [0.0, 0.0]])
+    np.testing.assert_allclose(np.asarray(layer(values), "float64"), values.mean(axis=1))
+    # A translator started from the mean gives a finite s_0 for an empty source.
+    model = build_translator(30, 40, decoder_init="mean", **SMALL)
+    state = Translator(model, None, None).encode(np.array([[0, 0, 0], [3, 4, 0]]))
+    assert np.isfinite(np.asarray(state["h"])).all()
+
+
 def test_final_init_is_the_default_and_has_no_mean_layer():
     model = build_translator(30, 40, attention="bahdanau", **SMALL)
     assert model_lib.ENCODER_MEAN not in {layer.name for layer in model.layers}

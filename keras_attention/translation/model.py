@@ -27,7 +27,7 @@ from keras_attention.translation.tied_embedding import TiedEmbedding
 
 ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat", "none")
 # What s_0 is computed from: the encoder's final states (both directions), or
-# the mean of the memory over the real source tokens.
+# the mean of the memory over the real source tokens (`MaskedMean`).
 DECODER_INITS = ("final", "mean")
 
 # Layer names the inference code looks up in a trained (or reloaded) model.
@@ -39,6 +39,33 @@ TARGET_EMBEDDING = "target_embedding"
 DECODER = "decoder"
 LOGITS = "logits"
 READOUT = "readout"  # the baseline's projection to the embedding size when tied
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class MaskedMean(keras.layers.Layer):
+    """The mean over time of the real steps: (B, S, M), mask (B, S) → (B, M).
+
+    Unlike `GlobalAveragePooling1D`, a row with no real step (an empty
+    source) gives zeros, not 0 / 0 = NaN.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, inputs, mask=None):
+        if mask is None:
+            return keras.ops.mean(inputs, axis=1)
+        weights = keras.ops.cast(mask, inputs.dtype)[:, :, None]  # (B, S, 1)
+        total = keras.ops.sum(inputs * weights, axis=1)  # (B, M)
+        count = keras.ops.maximum(keras.ops.sum(weights, axis=1), 1.0)  # (B, 1)
+        return total / count
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[2])
 
 
 def _check_conditional(attention, conditional):
@@ -178,7 +205,7 @@ def build_translator(
     )(x)  # (B, S, 2 · encoder_units), (B, encoder_units) × 2
     if decoder_init == "mean":
         # The source mask rides on the memory; the pooling leaves padding out.
-        summary = keras.layers.GlobalAveragePooling1D(name=ENCODER_MEAN)(memory)
+        summary = MaskedMean(name=ENCODER_MEAN)(memory)
     else:
         summary = keras.layers.Concatenate(name="encoder_state")([forward, backward])
     initial_state = keras.layers.Dense(units, activation="tanh", name=BRIDGE)(
