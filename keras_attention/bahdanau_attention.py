@@ -43,8 +43,9 @@ class BahdanauAttention(BaseAttention):
         query_mask: optional bool (batch, T_q) or (batch,); padded queries get
             zero context and zero weights. Filled in automatically from a
             masking layer upstream of `query`.
-        value_mask: optional bool (batch, T_v); masked keys get weight 0.
-            Filled in automatically from a masking layer upstream of `value`.
+        value_mask: optional bool (batch, T_v); masked keys get weight 0 and
+            are never read (a NaN or inf there is harmless). Filled in
+            automatically from a masking layer upstream of `value`.
         return_attention_scores: also return the weights.
         training: whether dropout is active.
 

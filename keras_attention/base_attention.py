@@ -13,13 +13,15 @@ from keras_attention.masking import dims_compatible as _same
 from keras_attention.masking import masked_softmax
 from keras_attention.masking import shape_error as _arg_error
 from keras_attention.masking import shape_str
+from keras_attention.masking import zero_masked
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
 class BaseAttention(keras.layers.Layer):
     """Base class of the attention layers: masks, shapes, dropout, heads.
 
-    Not used directly. Subclasses implement `build_score(d_q, d_k)`,
+    Not used directly (a `TypeError` says to use `BahdanauAttention` or
+    `LuongAttention`). Subclasses implement `build_score(d_q, d_k)`,
     `precompute_keys(key)` and `_score(query, processed_keys)`.
 
     Args:
@@ -30,6 +32,15 @@ class BaseAttention(keras.layers.Layer):
     """
 
     def __init__(self, num_heads=1, dropout=0.0, seed=None, **kwargs):
+        if type(self) is BaseAttention:
+            # Checked first, so a saved config of the base class fails here,
+            # and not later with a bare NotImplementedError.
+            raise TypeError(
+                "BaseAttention is the abstract base of the attention layers and "
+                "cannot be used directly. Use BahdanauAttention or LuongAttention "
+                "(or a subclass that implements build_score, precompute_keys and "
+                "_score)."
+            )
         super().__init__(**kwargs)
         if not isinstance(num_heads, int) or num_heads < 1:
             raise ValueError(
@@ -88,7 +99,13 @@ class BaseAttention(keras.layers.Layer):
         self.built = True
 
     def build_score(self, query_dim, key_dim):
-        raise NotImplementedError
+        raise self._not_implemented("build_score(query_dim, key_dim)")
+
+    def _not_implemented(self, method):
+        return NotImplementedError(
+            f"{type(self).__name__} must implement {method}: a subclass of "
+            "BaseAttention implements build_score, precompute_keys and _score."
+        )
 
     # ---------------------------------------------------------------- checks
 
@@ -183,11 +200,15 @@ class BaseAttention(keras.layers.Layer):
             The processed keys that `attend` takes; their shape depends on the
             score (see the class docstring).
         """
-        raise NotImplementedError
+        raise self._not_implemented("precompute_keys(key)")
 
     def _score(self, query, processed_keys):
-        """(batch, T_q, d_q) query → (batch, num_heads, T_q, T_v) scores."""
-        raise NotImplementedError
+        """(batch, T_q, d_q) query → (batch, num_heads, T_q, T_v) scores.
+
+        The scores may have another float dtype than the compute dtype (float32
+        where float16 would overflow); the weights are cast back.
+        """
+        raise self._not_implemented("_score(query, processed_keys)")
 
     def call(
         self,
@@ -201,7 +222,10 @@ class BaseAttention(keras.layers.Layer):
     ):
         key = value if key is None else key
         self._check_static_shapes(query.shape, value.shape, key.shape)
-        processed_keys = self.precompute_keys(key)
+        self._check_masks(query.shape, value.shape, query_mask, value_mask)
+        # Masked keys are zeroed before the projection, not only after: a NaN
+        # there would otherwise reach the gradient of the key projection.
+        processed_keys = self.precompute_keys(zero_masked(key, value_mask))
         context, weights = self.attend(
             query,
             value,
@@ -222,11 +246,15 @@ class BaseAttention(keras.layers.Layer):
         query_mask=None,
         value_mask=None,
         training=None,
+        *,
+        _memory_zeroed=False,
     ):
         """Attends with keys already processed by `precompute_keys`.
 
         A decoder calls `precompute_keys(memory)` once per batch and `attend`
         at every step, so the keys are projected once, not once per step.
+        Masked values and processed keys, and padded queries, are never read:
+        a NaN or inf there does not reach the context or the weights.
 
         Args:
             query: (batch, T_q, d_q) or (batch, d_q).
@@ -260,12 +288,21 @@ class BaseAttention(keras.layers.Layer):
             query = ops.expand_dims(query, 1)  # (B, 1, d_q)
             if query_mask is not None:
                 query_mask = ops.expand_dims(query_mask, 1)  # (B, 1)
+        # The masked weights are exactly 0, but 0 · NaN is NaN: what a mask
+        # removes is zeroed before any product, so that it is never read.
+        if not _memory_zeroed:
+            # (A decoder zeroes its memory once per batch, before projecting the
+            # keys, and passes `_memory_zeroed=True` at every step.)
+            value = zero_masked(value, value_mask)
+            processed_keys = zero_masked(processed_keys, value_mask)
+        query = zero_masked(query, query_mask)
 
         scores = self._score(query, processed_keys)  # (B, H, T_q, T_v)
         mask = None
         if value_mask is not None:
             mask = ops.cast(value_mask, "bool")[:, None, None, :]  # (B, 1, 1, T_v)
         weights = masked_softmax(scores, mask, axis=-1)  # (B, H, T_q, T_v)
+        weights = ops.cast(weights, dtype)
         weights = self.weights_dropout(weights, training=training)
 
         batch = ops.shape(value)[0]
@@ -286,9 +323,10 @@ class BaseAttention(keras.layers.Layer):
 
         if query_mask is not None:
             # Padded query rows attend to nothing: zero weights, zero context.
-            keep = ops.cast(query_mask, dtype)  # (B, T_q)
-            context = context * keep[:, :, None]
-            weights = weights * keep[:, None, :, None]
+            keep = ops.cast(query_mask, "bool")  # (B, T_q)
+            zero = ops.zeros((), dtype=dtype)
+            context = ops.where(keep[:, :, None], context, zero)
+            weights = ops.where(keep[:, None, :, None], weights, zero)
         if heads == 1:
             weights = ops.squeeze(weights, 1)  # (B, T_q, T_v)
             if single_step:

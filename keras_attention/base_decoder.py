@@ -16,6 +16,7 @@ from keras_attention.base_attention import BaseAttention
 from keras_attention.masking import dims_compatible as _same
 from keras_attention.masking import shape_error as _shape_error
 from keras_attention.masking import shape_str
+from keras_attention.masking import zero_masked
 
 _CELL_TYPES = ("gru", "lstm")
 _OVERRIDES = ("uniform", "permute")
@@ -192,8 +193,15 @@ class BaseDecoder(keras.layers.Layer):
         return override
 
     def _attend(self, query, memory, processed_keys, memory_mask, override, training):
+        # The memory was zeroed where masked (`_sequence_inputs`,
+        # `get_decode_state`) and the keys projected from it: finite there.
         context, weights = self.attention.attend(
-            query, memory, processed_keys, value_mask=memory_mask, training=training
+            query,
+            memory,
+            processed_keys,
+            value_mask=memory_mask,
+            training=training,
+            _memory_zeroed=True,
         )
         # An attention layer with another policy (float32 inside a
         # mixed_float16 decoder) must not change the dtype of the loop carry.
@@ -277,8 +285,42 @@ class BaseDecoder(keras.layers.Layer):
                 symbols = "(batch, T_dec)" if name.startswith("target") else ("(batch, T_enc)")
                 raise _shape_error(name, f"{symbols}={shape_str(expected)}", shape)
 
+    def _check_built(self, method):
+        """`get_decode_state` and `step` need the weights that `build` makes."""
+        if not self.built:
+            raise ValueError(
+                f"`{type(self).__name__}.{method}()` was called, but the decoder "
+                "is not built yet, and the memory alone cannot build it: it does "
+                "not give the size of the target embeddings (d_emb). Call the "
+                "decoder once on a batch, `decoder(target_embeddings, memory)`, "
+                "or call `decoder.build(target_embeddings_shape, memory_shape)` "
+                "first."
+            )
+
+    def _decode_state_keys(self):
+        """The keys of the dict that `get_decode_state` returns, sorted."""
+        keys = ["h", "memory", "memory_mask", "processed_keys"]
+        if self.cell_type == "lstm":
+            keys.append("c")
+        return sorted(keys)
+
     def _check_step_input(self, target_embedding, decode_state):
-        """Shape checks of `step`: one embedding per sentence of the state."""
+        """Checks of `step`: a built decoder, every key of the state, shapes."""
+        self._check_built("step")
+        expected = self._decode_state_keys()
+        received = sorted(decode_state) if isinstance(decode_state, dict) else None
+        missing = [key for key in expected if received is None or key not in received]
+        if missing:
+            what = (
+                f"decode_state with keys {received}"
+                if received is not None
+                else f"decode_state={type(decode_state).__name__}"
+            )
+            raise ValueError(
+                f"Invalid value for argument `decode_state`. Expected a dict with "
+                f"the keys {expected}, as returned by get_decode_state() or the "
+                f"previous step(). Missing: {missing}. Received: {what}"
+            )
         shape = tuple(target_embedding.shape)
         batch = tuple(decode_state["h"].shape)[0]
         if len(shape) != 2 or not _same(shape[0], batch) or not _same(shape[1], self.embedding_dim):
@@ -370,7 +412,9 @@ class BaseDecoder(keras.layers.Layer):
         self._check_override(attention_override, target_embeddings.shape, memory.shape)
         dtype = self.compute_dtype
         target_embeddings = ops.cast(target_embeddings, dtype)
-        memory = ops.cast(memory, dtype)
+        # Padded memory is zeroed once per batch, before the keys are projected
+        # from it: a NaN or inf there never reaches an output or a gradient.
+        memory = zero_masked(ops.cast(memory, dtype), memory_mask)
         batch = ops.shape(memory)[0]
         steps = ops.shape(target_embeddings)[1]
         if target_embeddings_mask is None:
@@ -463,8 +507,16 @@ class BaseDecoder(keras.layers.Layer):
             memory_mask: optional bool (batch, T_enc).
 
         Returns:
-            A dict of tensors, each with the batch as first axis, for `step`.
+            A dict of tensors, each with the batch as first axis, for `step`:
+            "memory" (zero where `memory_mask` is False), "processed_keys",
+            "memory_mask" (float), "h", for an LSTM "c", and for a
+            `LuongDecoder` with input feeding "attentional" (h̃_0).
+
+        Raises:
+            ValueError: when the decoder is not built (call it once on a batch
+                first: the memory does not give the embedding size).
         """
+        self._check_built("get_decode_state")
         memory = ops.convert_to_tensor(memory)
         self._check_inputs(
             (memory.shape[0] if len(memory.shape) else None, None, self.embedding_dim),
@@ -472,7 +524,7 @@ class BaseDecoder(keras.layers.Layer):
             initial_state,
             (None, memory_mask),
         )
-        memory = ops.cast(memory, self.compute_dtype)
+        memory = zero_masked(ops.cast(memory, self.compute_dtype), memory_mask)
         batch = ops.shape(memory)[0]
         state = self._initial_state_tuple(initial_state, batch)
         if memory_mask is None:

@@ -26,6 +26,10 @@ class LuongAttention(BaseAttention):
     head) and the head contexts are concatenated; `num_heads=1` is exactly the
     single-head layer.
 
+    Under float16 the "dot" and "general" scores are computed in float32: a
+    product of two vectors overflows float16 (65,504) long before the softmax,
+    which runs in float32 anyway.
+
     In a decoder, Luong's query is the state *after* the step, s_t.
 
     Args:
@@ -46,8 +50,9 @@ class LuongAttention(BaseAttention):
         query_mask: optional bool (batch, T_q) or (batch,); padded queries get
             zero context and zero weights. Filled in automatically from a
             masking layer upstream of `query`.
-        value_mask: optional bool (batch, T_v); masked keys get weight 0.
-            Filled in automatically from a masking layer upstream of `value`.
+        value_mask: optional bool (batch, T_v); masked keys get weight 0 and
+            are never read (a NaN or inf there is harmless). Filled in
+            automatically from a masking layer upstream of `value`.
         return_attention_scores: also return the weights.
         training: whether dropout is active.
 
@@ -177,6 +182,13 @@ class LuongAttention(BaseAttention):
             v = ops.cast(self.score_vector, dtype)
             scores = ops.sum(ops.tanh(hidden) * v, axis=-1)[:, None]  # (B,1,T_q,T_v)
         else:
+            if keras.backend.standardize_dtype(dtype) == "float16":
+                # A product of two vectors is unbounded: beyond 65504 it is inf
+                # in float16 before the float32 softmax sees it. bfloat16 has
+                # the range of float32.
+                dtype = "float32"
+                query = ops.cast(query, dtype)
+                processed_keys = ops.cast(processed_keys, dtype)
             heads = self.num_heads
             batch, t_q = ops.shape(query)[0], ops.shape(query)[1]
             t_v = ops.shape(processed_keys)[1]

@@ -176,6 +176,10 @@ class LuongDecoder(BaseDecoder):
 
     get_decode_state.__doc__ = BaseDecoder.get_decode_state.__doc__
 
+    def _decode_state_keys(self):
+        extra = ["attentional"] if self.input_feeding else []  # h̃_{t-1}
+        return sorted(super()._decode_state_keys() + extra)
+
     def step(self, target_embedding, decode_state, attention_override=None):
         """One decoder step, with the weights of `call`.
 

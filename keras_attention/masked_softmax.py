@@ -10,8 +10,13 @@ class MaskedSoftmax(keras.layers.Layer):
     """Softmax that gives masked positions exactly 0 weight.
 
     A row in which every position is masked gives all zeros (not the uniform
-    distribution over padding that `keras.layers.Attention` produces), and the
-    result is never NaN.
+    distribution over padding that `keras.layers.Attention` produces).
+    Infinite scores take the softmax's limits: a -inf score gets exactly 0 (a
+    row of -inf scores gives all zeros, like a fully masked row), and the +inf
+    scores of a row share it equally. The result is NaN only in a row with a
+    NaN among its unmasked scores: then every unmasked weight of that row is
+    NaN (an upstream error shows instead of being hidden), and its masked
+    positions are still 0. A masked score is never read, NaN or inf.
     Under a mixed-precision policy the softmax is computed in float32 and cast
     back to the compute dtype.
 

@@ -3,7 +3,8 @@
 A masked position gets exactly zero weight and a fully masked row gets all-zero
 weights (never NaN, never a uniform distribution). Scores are filled through
 `where`, not by subtracting a constant, so no large number ever meets a real
-score in half precision.
+score in half precision. What a mask removes is never read: `zero_masked`
+replaces it (a NaN or inf in the padding included) before any product.
 """
 
 import keras
@@ -85,31 +86,69 @@ def masked_softmax(scores, mask=None, axis=-1):
         axis: the axis to normalize over.
 
     Returns:
-        Weights with the dtype of `scores`. Unmasked positions of a row sum to 1;
-        masked positions are exactly 0; a row with no unmasked position is all
-        zeros. Under float16/bfloat16 the softmax itself runs in float32.
+        Weights with the dtype of `scores`. Under float16/bfloat16 the softmax
+        itself runs in float32. For each row along `axis`:
+
+        - masked positions are exactly 0, whatever their score (NaN, inf);
+        - the unmasked positions sum to 1, unless there is none or their
+          scores are all -inf: then the row is all zeros;
+        - infinite scores take the softmax's limits: a -inf score gets
+          exactly 0, and the +inf scores of a row share it equally;
+        - a NaN among the unmasked scores makes every unmasked weight of the
+          row NaN (an upstream error shows instead of being hidden); this is
+          the only way to get a NaN.
     """
     scores = ops.convert_to_tensor(scores)
     out_dtype = keras.backend.standardize_dtype(scores.dtype)
     work_dtype = softmax_dtype(out_dtype)
     x = ops.cast(scores, work_dtype)
-    if mask is None:
-        return ops.cast(ops.softmax(x, axis=axis), out_dtype)
-    mask = ops.convert_to_tensor(mask)
-    check_mask_shape(mask, scores.shape)
-    # `where` broadcasts the mask (its shape was checked above): no
-    # broadcast_to, whose shape argument is computed at run time and would
-    # make every later tensor dynamically shaped in a TFLite loop body.
-    mask = ops.cast(mask, "bool")
+    # Comparisons, not isinf/isnan: they are TFLite builtins. NaN != -inf, so a
+    # NaN score stays in, and shows.
+    keep = ops.not_equal(x, float("-inf"))
+    if mask is not None:
+        mask = ops.convert_to_tensor(mask)
+        check_mask_shape(mask, scores.shape)
+        # `logical_and` broadcasts the mask (its shape was checked above): no
+        # broadcast_to, whose shape argument is computed at run time and would
+        # make every later tensor dynamically shaped in a TFLite loop body.
+        keep = ops.logical_and(keep, ops.cast(mask, "bool"))
     # Straight to `work_dtype`: a Python float would pass through float32,
     # where the float64 fill value does not fit.
     fill = ops.convert_to_tensor(large_negative(work_dtype), dtype=work_dtype)
-    x = ops.where(mask, x, fill)
+    zero = ops.zeros((), dtype=work_dtype)
+    x = ops.where(keep, x, fill)
+    # A row with +inf scores: inf - inf would be NaN inside the softmax. Its
+    # limit is equal shares among the +inf positions, which scores of 0 there
+    # and the fill elsewhere give exactly (a NaN elsewhere is kept, and shows).
+    top = ops.equal(x, float("inf"))
+    top_row = ops.any(top, axis=axis, keepdims=True)
+    rest = ops.where(ops.not_equal(x, x), x, fill)
+    x = ops.where(top_row, ops.where(top, zero, rest), x)
     weights = ops.softmax(x, axis=axis)
-    # A fully masked row was filled uniformly; `where` zeroes it and keeps the
-    # gradient of those positions at exactly 0 (no 0 * inf).
-    weights = ops.where(mask, weights, ops.zeros_like(weights))
+    # A row without a kept position was filled uniformly; `where` zeroes it
+    # and keeps the gradient of those positions at exactly 0 (no 0 * inf).
+    weights = ops.where(keep, weights, zero)
     return ops.cast(weights, out_dtype)
+
+
+def zero_masked(x, mask):
+    """`x` with every position that `mask` removes replaced by exactly 0.
+
+    Args:
+        x: (batch, T, ...) values, keys or queries.
+        mask: optional bool (batch, T); `False` removes a position.
+
+    Returns:
+        `x`, zero where `mask` is False. Through `where`, not a product: a NaN
+        or inf in the padding would survive `x * mask` (0 · NaN is NaN), and
+        its gradient would be NaN too.
+    """
+    if mask is None:
+        return x
+    mask = ops.cast(mask, "bool")
+    for _ in range(len(x.shape) - len(mask.shape)):
+        mask = ops.expand_dims(mask, -1)  # (B, T, 1, ...)
+    return ops.where(mask, x, ops.zeros((), dtype=x.dtype))
 
 
 def project(x, kernel):

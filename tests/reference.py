@@ -101,16 +101,29 @@ def build(layer, inputs):
 
 
 def masked_softmax(scores, mask=None):
-    """Softmax over the last axis; masked positions 0; a fully masked row all 0."""
+    """Softmax over the last axis; masked positions 0; a fully masked row all 0.
+
+    Infinite scores take the softmax's limits: a -inf score gets 0 (a row whose
+    unmasked scores are all -inf is all 0, like a fully masked row); the +inf
+    scores of a row share it equally. A NaN among a row's unmasked scores makes
+    every unmasked weight of the row NaN.
+    """
     scores = np.asarray(scores, np.float64)
     keep_all = np.ones(scores.shape, bool) if mask is None else mask
     keep_all = np.broadcast_to(np.asarray(keep_all, bool), scores.shape)
     out = np.zeros(scores.shape, np.float64)
     for index in np.ndindex(*scores.shape[:-1]):
-        keep = keep_all[index]
+        keep = keep_all[index] & (scores[index] != -np.inf)
         if not keep.any():
             continue
         row = scores[index][keep]
+        if np.isnan(row).any():
+            out[index + (keep,)] = np.nan
+            continue
+        if np.isposinf(row).any():
+            top = np.isposinf(row)
+            out[index + (keep,)] = top / top.sum()
+            continue
         exp = np.exp(row - row.max())
         out[index + (keep,)] = exp / exp.sum()
     return out
