@@ -9,8 +9,10 @@ symbols. Both read the source with the same bidirectional GRU encoder:
   at every step.
 
 Both are trained with teacher forcing, then evaluated by true greedy decoding
-(each model reads back its own previous output, no reference tokens), with
-`keras_attention.decoding.greedy_search` over the decoder's single step.
+(each model reads back its own previous output, no reference tokens) through
+`Seq2SeqGenerator.from_model`, which reads the encoder, the decoder's input and
+its readout out of the trained model. `--export PATH` then writes the
+attention model as a builtin-only TFLite file with the greedy loop inside.
 Token accuracy (position by position, the END token excluded) is printed by
 source length bucket. Without attention, accuracy falls toward chance as the
 sequences outgrow what one state vector can hold; with attention it stays
@@ -40,7 +42,7 @@ import tensorflow as tf  # noqa: E402
 
 from keras_attention import BahdanauAttention  # noqa: E402
 from keras_attention import BahdanauDecoder  # noqa: E402
-from keras_attention.decoding import greedy_search  # noqa: E402
+from keras_attention import Seq2SeqGenerator  # noqa: E402
 
 PAD, START, END = 0, 1, 2
 FIRST_SYMBOL = 3  # tokens FIRST_SYMBOL .. FIRST_SYMBOL + symbols - 1 are copied
@@ -103,7 +105,7 @@ def length_buckets(min_length, max_length):
 
 
 class CopyModel:
-    """A trainable Keras model plus what greedy decoding needs from it."""
+    """A trainable Keras model and the generator that decodes with it."""
 
     def __init__(self, name, vocab_size, embedding_dim, units, attention):
         self.name = name
@@ -113,77 +115,31 @@ class CopyModel:
 
         # The encoder, the same for both models: its final state (forward and
         # backward halves) starts the decoder.
-        self.source_embedding = keras.layers.Embedding(
-            vocab_size, embedding_dim, mask_zero=True, name="source_embedding"
-        )
-        self.encoder = keras.layers.Bidirectional(
-            keras.layers.GRU(units // 2, return_sequences=True, return_state=True),
-            name="encoder",
-        )
-        self.target_embedding = keras.layers.Embedding(
-            vocab_size, embedding_dim, mask_zero=True, name="target_embedding"
-        )
-        self.logits = keras.layers.Dense(vocab_size, name="logits")
-
-        memory, forward, backward = self.encoder(self.source_embedding(source))
-        # memory: (B, T_src, units); forward, backward: (B, units / 2)
+        x = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True)(source)
+        memory, forward, backward = keras.layers.Bidirectional(
+            keras.layers.GRU(units // 2, return_sequences=True, return_state=True)
+        )(x)  # memory: (B, T_src, units); forward, backward: (B, units / 2)
         state = keras.layers.Concatenate()([forward, backward])  # (B, units)
-        embedded = self.target_embedding(decoder_input)  # (B, T_dec, E)
+        embedded = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True)(
+            decoder_input
+        )  # (B, T_dec, E)
         if attention:
-            self.decoder = BahdanauDecoder(units, BahdanauAttention(units), name="decoder")
-            outputs, _, _ = self.decoder(embedded, memory, initial_state=state)
+            decoder = BahdanauDecoder(units, BahdanauAttention(units))
+            outputs, _, _ = decoder(embedded, memory, initial_state=state)
         else:
-            self.decoder = keras.layers.GRU(units, return_sequences=True, name="decoder")
-            outputs = self.decoder(embedded, initial_state=state)
+            decoder = keras.layers.GRU(units, return_sequences=True)
+            outputs = decoder(embedded, initial_state=state)
         # outputs: (B, T_dec, units)
-        logits = self.logits(outputs)  # (B, T_dec, V)
+        logits = keras.layers.Dense(vocab_size)(outputs)  # (B, T_dec, V)
         self.model = keras.Model([source, decoder_input], logits, name=name.replace(" ", "_"))
-        self.encode = keras.Model(source, [memory, state])
-        self._decode = tf.function(self._greedy, reduce_retracing=True)
-
-    def _embed(self, tokens):
-        # A plain lookup: calling the layer would attach a padding mask that
-        # the single-step cell warns about and has no use for.
-        return tf.gather(self.target_embedding.embeddings, tokens)
-
-    def _greedy(self, source):
-        memory, state = self.encode(source, training=False)
-        batch = tf.shape(source)[0]
-        length = tf.shape(source)[1]
-        if self.attention:
-            decode_state = self.decoder.get_decode_state(
-                memory, initial_state=state, memory_mask=source != PAD
-            )
-
-            def step(tokens, decode_state):
-                embedded = self._embed(tokens)  # (B, E)
-                output, weights, decode_state = self.decoder.step(embedded, decode_state)
-                return self.logits(output), weights, decode_state
-
-            source_length = length
-        else:
-            decode_state = state
-
-            def step(tokens, h):
-                embedded = self._embed(tokens)  # (B, E)
-                output, states = self.decoder.cell(embedded, h, training=False)
-                # No attention weights to report: one dummy column.
-                weights = tf.zeros((batch, 1))
-                return self.logits(output), weights, states
-
-            source_length = 1
-        result = greedy_search(
-            step,
-            decode_state,
-            start_tokens=tf.fill([batch], START),
-            end_token=END,
-            max_length=length + 1,
-            source_length=source_length,
-        )
-        return result["tokens"][:, :length]  # (B, L), END excluded
+        # Generation reads the encoder, the embedding and the readout from the
+        # model's graph and shares its weights: nothing to rebuild after `fit`.
+        self.generator = Seq2SeqGenerator.from_model(self.model, start_id=START, end_id=END)
 
     def greedy_decode(self, source):
-        return self._decode(tf.constant(source)).numpy()
+        """source (B, L) → the greedy output (B, L), END excluded."""
+        length = source.shape[1]
+        return self.generator.greedy(source, max_length=length + 1)["tokens"][:, :length]
 
 
 def build_models(vocab_size, embedding_dim, units):
@@ -290,6 +246,11 @@ def parse_args(argv):
         help="comma-separated subset of: " + ", ".join(MODELS),
     )
     parser.add_argument("--plot", help="save accuracy against length to this PNG")
+    parser.add_argument(
+        "--export",
+        metavar="PATH",
+        help="write the attention model as a builtin-only TFLite file (and PATH.json)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--quick",
@@ -329,9 +290,11 @@ def main(argv=None):
     counts = {}
     accuracies = {}
     started, cpu_started = time.perf_counter(), time.process_time()
+    trained_models = {}
     for model in build_models(vocab_size, args.embedding_dim, args.units):
         if model.name not in names:
             continue
+        trained_models[model.name] = model
         print(f"\nTraining: {model.name}")
         # Cosine decay: a high rate finds the alignment quickly, a low one at the
         # end keeps a late loss spike from undoing it.
@@ -382,7 +345,33 @@ def main(argv=None):
     if args.plot:
         save_plot(args.plot, counts, args.symbols)
         print(f"Saved the plot to {args.plot}")
+    if args.export:
+        export_attention_model(trained_models, args)
     return {"buckets": buckets, "accuracy": accuracies, "counts": counts}
+
+
+def export_attention_model(trained_models, args):
+    """Writes the attention model to TFLite and checks one copy on it."""
+    from keras_attention import export  # needs TensorFlow
+
+    model = trained_models.get(MODELS[1])
+    if model is None:
+        raise SystemExit(f"--export needs the {MODELS[1]!r} model in --models")
+    manifest = export.export_tflite(model.generator, args.export)
+    operators = export.tflite_operators(args.export)
+    print(
+        f"\nExported {MODELS[1]!r} to {args.export} ({os.path.getsize(args.export) / 1e6:.2f} "
+        f"MB, {sum(operators.values())} builtin operators, signatures "
+        f"{', '.join(manifest['signatures'])})"
+    )
+    from ai_edge_litert.interpreter import Interpreter
+
+    rng = np.random.default_rng(args.seed + 2)
+    source = rng.integers(FIRST_SYMBOL, FIRST_SYMBOL + args.symbols, (1, args.min_length))
+    generate = Interpreter(model_path=args.export).get_signature_runner("generate")
+    lite = generate(source=source.astype("int32"))["tokens"][0, : args.min_length]
+    keras_tokens = model.greedy_decode(source)[0]
+    print(f"source {source[0].tolist()}\nTFLite {lite.tolist()}\nKeras  {keras_tokens.tolist()}")
 
 
 if __name__ == "__main__":

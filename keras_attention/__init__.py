@@ -8,8 +8,20 @@ from keras_attention.luong_attention import LuongAttention
 from keras_attention.luong_decoder import LuongDecoder
 from keras_attention.masked_softmax import MaskedSoftmax
 from keras_attention.masking import masked_softmax
+from keras_attention.seq2seq_generator import Seq2SeqGenerator
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # `keras_attention.export` needs TensorFlow: imported on first use, so that
+    # importing the layers does not import it.
+    if name in ("export", "decoding"):
+        import importlib
+
+        return importlib.import_module(f"keras_attention.{name}")
+    raise AttributeError(f"module 'keras_attention' has no attribute {name!r}")
+
 
 __all__ = [
     "BahdanauAttention",
@@ -19,5 +31,6 @@ __all__ = [
     "LuongAttention",
     "LuongDecoder",
     "MaskedSoftmax",
+    "Seq2SeqGenerator",
     "masked_softmax",
 ]

@@ -1,6 +1,5 @@
 """The copy-task example: its data, its buckets and a tiny end-to-end run."""
 
-
 import numpy as np
 import pytest
 from _scripts import load_script
@@ -65,3 +64,20 @@ def test_quick_run_prints_both_models_and_saves_the_plot(copy_task, tmp_path, mo
 
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert plot.stat().st_size > 10_000
+
+
+def test_quick_run_exports_the_attention_model_to_builtin_tflite(copy_task, tmp_path, capsys):
+    from keras_attention import export
+
+    path = tmp_path / "copy.tflite"
+    copy_task.main(["--quick", "--models", "attention", "--export", str(path)])
+    out = capsys.readouterr().out
+    assert path.exists() and path.with_suffix(".json").exists()
+    assert export.non_builtin_operators(path) == {}
+    assert "WHILE" in export.tflite_operators(path)  # the greedy loop is inside
+    lines = {
+        line.split(" ", 1)[0]: line.split(" ", 1)[1].strip()
+        for line in out.splitlines()
+        if line.startswith(("TFLite ", "Keras "))
+    }
+    assert lines["TFLite"] == lines["Keras"]

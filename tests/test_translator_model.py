@@ -212,7 +212,8 @@ def test_final_init_is_the_default_and_has_no_mean_layer():
     model = build_translator(30, 40, attention="bahdanau", **SMALL)
     assert model_lib.ENCODER_MEAN not in {layer.name for layer in model.layers}
     assert tuple(model.get_layer(model_lib.BRIDGE).kernel.shape) == (16, 16)  # 2 × 8
-    assert Translator(model, None, None).encoder_mean is None
+    encoder = Translator(model, None, None).generator.encoder_model
+    assert model_lib.ENCODER_MEAN not in {layer.name for layer in encoder.layers}
 
 
 @pytest.mark.parametrize("bad", ["average", None, "Mean"])

@@ -1,4 +1,4 @@
-"""Greedy and beam-search decoding that runs inside the TensorFlow graph."""
+"""Greedy and beam-search decoding inside the graph, on every Keras backend."""
 
 from keras_attention.decoding.beam_search import beam_search
 from keras_attention.decoding.greedy_search import greedy_search

@@ -7,6 +7,9 @@ fixed-size buffers written through a `where` over the time axis: no
 `tf.TensorArray`, whose TensorList ops a TFLite model can only run with the
 Flex delegate.
 
+On the other Keras backends the same search runs as `keras.ops` code
+(`ops_search.py`).
+
 Layout: the batch is tiled batch-major, entry `b` occupying the rows
 `b * beam_width .. b * beam_width + beam_width - 1` of every `(B * K, ...)`
 tensor, where `B` is the batch size and `K` the beam width.
@@ -14,7 +17,7 @@ tensor, where `B` is the batch size and `K` the beam width.
 
 import numbers
 
-import tensorflow as tf
+import keras
 
 from keras_attention.decoding.greedy_search import _write_step
 
@@ -76,8 +79,10 @@ def beam_search(
         beam_width: positive Python int, `K`, the number of hypotheses kept.
         length_penalty: float, the GNMT `alpha`; 0 disables it.
         coverage_penalty: float, the GNMT `beta`; 0 disables it.
-        source_mask: optional bool `(batch, T_src)`, True on the source
-            positions that the coverage penalty counts.
+        source_mask: optional bool `(batch, T_src)`, True on the real source
+            positions, the ones the coverage penalty counts. An entry without
+            any (an empty source) is finished before the first step: its
+            output is empty (length 0, log-prob 0).
 
     Returns:
         A dict of tensors, the best hypothesis of each batch entry first:
@@ -93,16 +98,24 @@ def beam_search(
         - `all_scores`: float32 `(batch, beam_width)`, their scores, sorted
           in decreasing order.
     """
-    if (
-        isinstance(beam_width, bool)
-        or not isinstance(beam_width, numbers.Integral)
-        or beam_width < 1
-    ):
-        raise ValueError(
-            "Invalid value for argument `beam_width`. Expected a positive "
-            f"Python integer. Received: beam_width={beam_width}"
+    if keras.backend.backend() != "tensorflow":
+        from keras_attention.decoding import ops_search
+
+        return ops_search.beam_search(
+            step_fn,
+            initial_state,
+            start_tokens,
+            end_token,
+            max_length,
+            source_length,
+            beam_width=beam_width,
+            length_penalty=length_penalty,
+            coverage_penalty=coverage_penalty,
+            source_mask=source_mask,
         )
-    beam_width = int(beam_width)
+    import tensorflow as tf
+
+    beam_width = _check_beam_width(beam_width)
     use_length_penalty = not _is_python_zero(length_penalty)
     use_coverage_penalty = not _is_python_zero(coverage_penalty)
 
@@ -222,13 +235,17 @@ def beam_search(
     # step expands a single hypothesis into K distinct ones.
     first_beam = tf.equal(tf.range(rows) % beam_width, 0)
     initial_log_probs = tf.where(first_beam, 0.0, -float("inf"))  # (B*K,)
+    if source_mask is None:
+        initially_finished = tf.zeros([rows], tf.bool)
+    else:
+        initially_finished = tf.logical_not(tf.reduce_any(coverage_mask, axis=-1))
     loop_vars = (
         tf.constant(0, tf.int32),
         tf.gather(start_tokens, tile_index),
         initial_state,
         initial_log_probs,
         initial_log_probs,
-        tf.zeros([rows], tf.bool),
+        initially_finished,
         tf.zeros([rows], tf.int32),
         tf.zeros([rows, source_length], tf.float32),
         tf.zeros([rows, max_length], tf.int32),
@@ -249,6 +266,19 @@ def beam_search(
         "all_tokens": all_tokens,
         "all_scores": all_scores,
     }
+
+
+def _check_beam_width(beam_width):
+    if (
+        isinstance(beam_width, bool)
+        or not isinstance(beam_width, numbers.Integral)
+        or beam_width < 1
+    ):
+        raise ValueError(
+            "Invalid value for argument `beam_width`. Expected a positive "
+            f"Python integer. Received: beam_width={beam_width}"
+        )
+    return int(beam_width)
 
 
 def _is_python_zero(value):

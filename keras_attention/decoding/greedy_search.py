@@ -1,12 +1,13 @@
 """Greedy decoding over a single-step function, inside the graph.
 
-The loop is a `tf.while_loop` over preallocated, fixed-size output buffers,
+On TensorFlow the loop is a `tf.while_loop` over preallocated, fixed-size output buffers,
 written one time step at a time through a `where` over the time axis. It
 uses no `tf.TensorArray`: those lower to TensorList ops, which a TFLite
-model can only run with the Flex delegate.
+model can only run with the Flex delegate. On the other Keras backends the same
+search runs as `keras.ops` code (`ops_search.py`).
 """
 
-import tensorflow as tf
+import keras
 
 
 def greedy_search(
@@ -16,6 +17,7 @@ def greedy_search(
     end_token,
     max_length,
     source_length,
+    source_mask=None,
 ):
     """Decodes by taking the most probable token at every step.
 
@@ -35,6 +37,9 @@ def greedy_search(
             (Python int or scalar tensor).
         source_length: int, `T_src`, the length of the attention weights
             (Python int or scalar tensor, may be dynamic).
+        source_mask: optional bool `(batch, T_src)`, True on real source
+            positions. A row without any (an empty source) is finished before
+            the first step: its output is empty (length 0, log-prob 0).
 
     Returns:
         A dict of tensors:
@@ -52,6 +57,14 @@ def greedy_search(
     The log-softmax runs in float32 whatever the step's dtype. The loop
     stops as soon as every sequence has emitted END.
     """
+    if keras.backend.backend() != "tensorflow":
+        from keras_attention.decoding import ops_search
+
+        return ops_search.greedy_search(
+            step_fn, initial_state, start_tokens, end_token, max_length, source_length, source_mask
+        )
+    import tensorflow as tf
+
     start_tokens = tf.convert_to_tensor(start_tokens, dtype=tf.int32)
     end_token = tf.convert_to_tensor(end_token, dtype=tf.int32)
     max_length = tf.convert_to_tensor(max_length, dtype=tf.int32)
@@ -91,13 +104,17 @@ def greedy_search(
             attn,
         )
 
+    if source_mask is None:
+        finished = tf.zeros([batch_size], tf.bool)
+    else:
+        finished = tf.logical_not(tf.reduce_any(tf.cast(source_mask, tf.bool), axis=-1))
     loop_vars = (
         tf.constant(0, tf.int32),
         start_tokens,
         initial_state,
         tf.zeros([batch_size], tf.float32),
         tf.zeros([batch_size], tf.int32),
-        tf.zeros([batch_size], tf.bool),
+        finished,
         tf.zeros([batch_size, max_length], tf.int32),
         tf.zeros([batch_size, max_length, source_length], tf.float32),
     )
@@ -129,6 +146,8 @@ def _write_step(buffer, step, values, positions):
     Returns:
         The buffer with row `[:, step]` replaced by `values`.
     """
+    import tensorflow as tf
+
     at_step = tf.equal(positions, step)  # (L,)
     if buffer.shape.rank == 2:
         return tf.where(at_step[None, :], values[:, None], buffer)

@@ -43,17 +43,10 @@ Tokenization happens on the device, in the app's language, from the vocabulary
 files and `translator.json` (`examples/tflite_translate.py` is a pure-Python
 version).
 
-Why the weights are frozen, and how: TFLite's converter keeps the weights that a
-`WHILE` body reads (the encoder GRU, the decoder step) as resource variables; the
-model then converts with builtin ops only but fails at `invoke()`
-(`READ_VARIABLE ... variable != nullptr`). Here the TFLite functions are traced
-inside a `keras.StatelessScope` that maps every variable of the model to a
-constant tensor of its current value: Keras layers read a variable through that
-mapping, so the traced functions capture constants and hold no variable at all.
-This uses only public API (`keras.StatelessScope`, the same mechanism as
-`Layer.stateless_call`), needs no graph rewriting (the private
-`convert_variables_to_constants_v2`) and leaves the Keras model untouched. The
-SavedModel keeps ordinary variables.
+The TFLite functions are those of the generic export
+(`keras_attention.export.LiteGenerator` over the translator's
+`Seq2SeqGenerator`, weights frozen into constants); this module adds the text
+side: vocabularies, `translator.json` and the text signatures of the SavedModel.
 """
 
 import argparse
@@ -67,6 +60,10 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from keras_attention.export import tflite as generic_tflite
+from keras_attention.export.operators import tflite_operators  # noqa: F401 (public here too)
+from keras_attention.export.operators import tflite_subgraph_operators  # noqa: F401
+from keras_attention.export.tflite import LiteGenerator
 from keras_attention.translation.tokenizer import RESERVED_TOKENS
 from keras_attention.translation.tokenizer import SUFFIX_INDICATOR
 from keras_attention.translation.translator import load_run
@@ -171,82 +168,29 @@ def export_saved_model(translator, path, max_length=None, beam_width=4, length_p
 # ------------------------------------------------------------------ TFLite
 
 
-class LiteTranslator(tf.Module):
-    """The TFLite functions, traced with the model's weights as constants.
-
-    `translate`, `encode` and `decode_step` (see the module docstring) are
-    concrete functions with static batch 1 and a dynamic source length. Build
-    it once per model; the variables' values are read at construction.
+def lite_translator(translator, max_length=None):
+    """The TFLite functions of a `Translator`: a `LiteGenerator` of its
+    generator, with the signature `translate` (greedy) and the input
+    `source_ids`.
 
     Args:
         translator: a `Translator`.
-        max_length: int or None (`2 * S + 10`), the most output tokens of
-            `translate`.
+        max_length: int or None (min(2 * S + 10, the generator's cap)), the
+            most output tokens of `translate`.
     """
-
-    def __init__(self, translator, max_length=None):
-        super().__init__(name="lite_translator")
-        source_spec = tf.TensorSpec([1, None], tf.int32, name="source_ids")
-        # Each variable reads as a constant while the functions are traced: the
-        # traced graphs capture no variable (see the module docstring).
-        frozen = [(v, tf.constant(v.numpy())) for v in translator.model.variables]
-        with keras.StatelessScope(state_mapping=frozen):
-            self.translate = _concrete(_translate_fn(translator, max_length), [source_spec])
-            self.encode = _concrete(_encode_fn(translator), [source_spec])
-            state_specs = self.encode.structured_outputs
-            self.state_names = sorted(state_specs)
-            step_specs = [tf.TensorSpec([1], tf.int32, name="token")] + [
-                tf.TensorSpec(state_specs[k].shape, state_specs[k].dtype, name=k)
-                for k in self.state_names
-            ]
-            self.decode_step = _concrete(_decode_step_fn(translator, self.state_names), step_specs)
-        outputs = self.decode_step.structured_outputs
-        self.recurrent_names = sorted(set(outputs) - {"logits", "attention"})
-
-    def concrete_functions(self):
-        """`[translate, encode, decode_step]`, for the TFLite converter."""
-        return [self.translate, self.encode, self.decode_step]
+    return LiteGenerator(
+        translator.generator,
+        max_length=max_length,
+        names={"generate": "translate", "source": "source_ids"},
+    )
 
 
-def _concrete(fn, specs):
-    return tf.function(fn, input_signature=specs, autograph=False).get_concrete_function()
-
-
-def _translate_fn(translator, max_length):
-    def translate(source_ids):
-        result = translator.greedy(source_ids, max_length=max_length)
-        return {k: result[k] for k in ("tokens", "lengths", "log_probs", "attention")}
-
-    return translate
-
-
-def _encode_fn(translator):
-    def encode(source_ids):
-        return dict(translator.encode(source_ids))
-
-    return encode
-
-
-def _decode_step_fn(translator, state_names):
-    # One positional argument per state entry: a TFLite signature's inputs are
-    # named after the TensorSpecs of flat arguments.
-    def decode_step(token, *values):
-        state = dict(zip(state_names, values, strict=True))
-        logits, weights, new_state = translator.step(token, state)
-        outputs = {"logits": logits, "attention": weights}  # (1, V), (1, S)
-        # Only what a step changes goes out (h, c, attentional); memory,
-        # processed keys and mask stay as `encode` gave them.
-        outputs.update({k: v for k, v in new_state.items() if v is not state[k]})
-        return outputs
-
-    return decode_step
-
-
-def convert(lite_translator, variant="float32"):
-    """Converts a `LiteTranslator` to a builtin-ops-only flatbuffer (bytes).
+def convert(lite, variant="float32"):
+    """Converts the functions of `lite_translator` to a builtin-ops-only
+    flatbuffer (bytes).
 
     Args:
-        lite_translator: a `LiteTranslator`.
+        lite: a `LiteGenerator`.
         variant: "float32"; "float16" (float16 weights, dequantized at load);
             "int8" (dynamic-range quantization: int8 weights, float
             activations).
@@ -256,22 +200,10 @@ def convert(lite_translator, variant="float32"):
             f"Invalid value for argument `variant`. Expected one of {VARIANTS}. "
             f"Received: variant={variant!r}"
         )
-    converter = tf.lite.TFLiteConverter.from_concrete_functions(
-        lite_translator.concrete_functions(), lite_translator
-    )
-    # Builtins only: a Flex or custom op fails the conversion instead of
-    # slipping into the model.
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    converter.allow_custom_ops = False
-    if variant == "float16":
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.target_spec.supported_types = [tf.float16]
-    elif variant == "int8":
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    return converter.convert()
+    return generic_tflite.convert(lite, None if variant == "float32" else variant)
 
 
-def _tflite_config(translator, lite_translator, variants, max_length, attention=None):
+def _tflite_config(translator, lite, variants, max_length, attention=None):
     """The dict of `translator.json`: what an app needs around the model."""
     source = translator.source_tokenizer
     target = translator.target_tokenizer
@@ -295,21 +227,22 @@ def _tflite_config(translator, lite_translator, variants, max_length, attention=
             "its own, as tensorflow_text.FastWordpieceTokenizer does"
         ),
         "max_length": max_length,
-        "max_length_rule": "2 * source_length + 10" if max_length is None else None,
+        "max_length_rule": lite.manifest()["max_length_rule"],
+        "max_source_length": translator.generator.max_source_length,
         "signatures": {
             "translate": {
                 "inputs": ["source_ids"],
                 "outputs": ["tokens", "lengths", "log_probs", "attention"],
             },
-            "encode": {"inputs": ["source_ids"], "outputs": lite_translator.state_names},
+            "encode": {"inputs": ["source_ids"], "outputs": lite.state_names},
             "decode_step": {
-                "inputs": ["token", *lite_translator.state_names],
-                "outputs": ["logits", "attention", *lite_translator.recurrent_names],
+                "inputs": ["token", *lite.state_names],
+                "outputs": ["logits", "attention", *lite.recurrent_names],
             },
         },
         "decode_state": {
-            "names": lite_translator.state_names,
-            "recurrent": lite_translator.recurrent_names,
+            "names": lite.state_names,
+            "recurrent": lite.recurrent_names,
         },
     }
 
@@ -330,7 +263,7 @@ def export_tflite(translator, folder, variants=VARIANTS, max_length=None, attent
         translator: a `Translator`.
         folder: the output folder (e.g. `OUT_DIR/tflite`), created if needed.
         variants: a subset of `VARIANTS`.
-        max_length: see `LiteTranslator`.
+        max_length: see `lite_translator`.
         attention: the run's attention name, recorded in `translator.json`.
 
     Returns:
@@ -338,7 +271,7 @@ def export_tflite(translator, folder, variants=VARIANTS, max_length=None, attent
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    lite = LiteTranslator(translator, max_length)
+    lite = lite_translator(translator, max_length)
     paths = {}
     for variant in variants:
         paths[variant] = folder / tflite_filename(variant)
@@ -352,68 +285,6 @@ def export_tflite(translator, folder, variants=VARIANTS, max_length=None, attent
     config = _tflite_config(translator, lite, variants, max_length, attention)
     (folder / TFLITE_CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     return paths
-
-
-def tflite_operators(model):
-    """Operator names of a `.tflite` model, over all its subgraphs (loop bodies too).
-
-    `tflite_subgraph_operators` gives the same counts per subgraph.
-
-    Builtins by name ("FULLY_CONNECTED"); a custom operator, Flex ops included,
-    as "CUSTOM:<code>" ("CUSTOM:FlexStringLower"). Needs `ai_edge_litert`.
-
-    Args:
-        model: path of a `.tflite` file, or its bytes.
-
-    Returns:
-        dict: operator name → number of uses.
-    """
-    counts = {}
-    for ops in tflite_subgraph_operators(model).values():
-        for name, n in ops.items():
-            counts[name] = counts.get(name, 0) + n
-    return dict(sorted(counts.items()))
-
-
-def tflite_subgraph_operators(model):
-    """Operator names of each subgraph of a `.tflite` model.
-
-    Args:
-        model: path of a `.tflite` file, or its bytes.
-
-    Returns:
-        dict: "index:name" of the subgraph ("12:while_body") → dict operator
-        name → number of uses, named as in `tflite_operators`.
-    """
-    try:
-        from ai_edge_litert import schema_py_generated as schema
-    except ImportError as error:
-        raise ImportError(
-            "Listing TFLite operators needs ai-edge-litert: "
-            "`pip install keras-attention[examples]`."
-        ) from error
-    data = model if isinstance(model, bytes | bytearray) else Path(model).read_bytes()
-    root = schema.Model.GetRootAs(data, 0)
-    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
-    codes = []
-    for i in range(root.OperatorCodesLength()):
-        code = root.OperatorCodes(i)
-        # Codes above 127 live in `builtin_code`; older files use the int8 field.
-        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
-        if builtin == schema.BuiltinOperator.CUSTOM:
-            codes.append(f"CUSTOM:{code.CustomCode().decode()}")
-        else:
-            codes.append(names.get(builtin, f"BUILTIN_{builtin}"))
-    subgraphs = {}
-    for s in range(root.SubgraphsLength()):
-        subgraph = root.Subgraphs(s)
-        counts = {}
-        for j in range(subgraph.OperatorsLength()):
-            name = codes[subgraph.Operators(j).OpcodeIndex()]
-            counts[name] = counts.get(name, 0) + 1
-        title = (subgraph.Name() or b"").decode() or f"subgraph_{s}"
-        subgraphs[f"{s}:{title}"] = dict(sorted(counts.items()))
-    return subgraphs
 
 
 # ------------------------------------------------------------------ a run

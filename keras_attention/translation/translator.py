@@ -1,7 +1,8 @@
 """`Translator`: encoding, one decoder step and in-graph search for a trained model.
 
-It reuses the layers of the training model (found by name), so a model reloaded
-from `.keras` translates without rebuilding anything.
+It reuses the layers of the training model (read from its graph by
+`Seq2SeqGenerator.from_model`), so a model reloaded from `.keras` translates
+without rebuilding anything.
 """
 
 import json
@@ -10,10 +11,10 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from keras_attention.decoding import beam_search
-from keras_attention.decoding import greedy_search
-from keras_attention.translation import model as model_lib
-from keras_attention.translation.tied_embedding import TiedEmbedding
+from keras_attention.base_decoder import BaseDecoder
+from keras_attention.seq2seq_generator import Seq2SeqGenerator
+from keras_attention.translation.tokenizer import END_ID
+from keras_attention.translation.tokenizer import START_ID
 from keras_attention.translation.tokenizer import SubwordTokenizer
 
 # What a training run's folder holds, and what loading one needs.
@@ -50,16 +51,19 @@ def load_run(run_dir):
 
 
 class Translator(tf.Module):
-    """Greedy and beam-search translation with the layers of a trained model.
+    """Greedy and beam-search translation with a trained model and its tokenizers.
 
     Args:
-        model: the model of `build_translator` (trained or reloaded).
+        model: the model of `build_translator` (trained or reloaded), or any
+            functional model `Seq2SeqGenerator.from_model` reads.
         source_tokenizer: `SubwordTokenizer` of the source language.
         target_tokenizer: `SubwordTokenizer` of the target language.
 
-    The step function, `step(tokens, state)`, returns
-    `(logits, attention_weights, state)`; `encode(source_ids)` gives its first
-    state. `greedy` and `beam` run inside the graph (`tf.function`).
+    The search, the step and the encoder are those of a `Seq2SeqGenerator`
+    derived from the model's graph (`self.generator`); this class adds the
+    text. `step(tokens, state)` returns `(logits, attention_weights, state)`;
+    `encode(source_ids)` gives its first state. `greedy` and `beam` are traced
+    code, for a `tf.function` or an export.
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer, name=None):
@@ -67,102 +71,37 @@ class Translator(tf.Module):
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
-        self.source_embedding = model.get_layer(model_lib.SOURCE_EMBEDDING)
-        self.encoder = model.get_layer(model_lib.ENCODER)
-        self.bridge = model.get_layer(model_lib.BRIDGE)
-        names = {layer.name for layer in model.layers}
-        # decoder_init="mean": s_0 reads the masked mean of the memory.
-        self.encoder_mean = (
-            model.get_layer(model_lib.ENCODER_MEAN) if model_lib.ENCODER_MEAN in names else None
-        )
-        self.target_embedding = model.get_layer(model_lib.TARGET_EMBEDDING)
-        self.decoder = model.get_layer(model_lib.DECODER)
-        # A tied model scores with its target embedding (reverse call; no
-        # output layer of its own); the baseline then has a readout to the
-        # embedding size before it.
-        tied = isinstance(self.target_embedding, TiedEmbedding)
-        self.readout = model.get_layer(model_lib.READOUT) if model_lib.READOUT in names else None
-        self.output_layer = None if tied else model.get_layer(model_lib.LOGITS)
-        self.has_attention = hasattr(self.decoder, "get_decode_state")
+        self.generator = Seq2SeqGenerator.from_model(model, start_id=START_ID, end_id=END_ID)
+        self.has_attention = isinstance(self.generator.decoder, BaseDecoder)
 
     # ------------------------------------------------------------ pieces
 
-    def logits(self, outputs):
-        """Decoder outputs (..., d) → logits (..., V), as in the trained model."""
-        if self.readout is not None:
-            outputs = self.readout(outputs)
-        if self.output_layer is None:
-            return self.target_embedding(outputs, reverse=True)
-        return self.output_layer(outputs)
-
-    def _encode_source(self, source_ids):
-        """source_ids (B, S) → memory (B, S, M), s_0 (B, units), mask (B, S)."""
-        source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-        mask = tf.not_equal(source_ids, 0)  # (B, S)
-        embedded = self.source_embedding(source_ids)  # (B, S, E)
-        memory, forward, backward = self.encoder(embedded, mask=mask, training=False)
-        if self.encoder_mean is not None:
-            summary = self.encoder_mean(memory, mask=mask)  # (B, M)
-        else:
-            summary = tf.concat([forward, backward], axis=-1)  # (B, M)
-        return memory, self.bridge(summary), mask
-
     def encode(self, source_ids):
         """source_ids (B, S) int32 → the first decoder state (a dict)."""
-        memory, initial, mask = self._encode_source(source_ids)
-        if self.has_attention:
-            return self.decoder.get_decode_state(memory, initial, mask)
-        # The baseline keeps a memory mask only to report zero attention.
-        return {"h": initial, "memory_mask": tf.cast(mask, initial.dtype)}
+        state, _ = self.generator.encode(tf.convert_to_tensor(source_ids, tf.int32))
+        return state
 
     def step(self, tokens, state, attention_override=None):
         """tokens (B,) int32, state → logits (B, V), weights (B, S), state."""
-        embedded = self.target_embedding(tokens)  # (B, E)
-        if self.has_attention:
-            output, weights, state = self.decoder.step(
-                embedded, state, attention_override=attention_override
-            )
-        else:
-            output, new = self.decoder.cell(embedded, [state["h"]], training=False)
-            weights = tf.zeros_like(state["memory_mask"])
-            state = dict(state, h=new[0])
-        return self.logits(output), weights, state
+        return self.generator.step(tokens, state, attention_override)
 
     def teacher_forced_logits(self, source_ids, decoder_input_ids, attention_override=None):
         """Logits (B, T, V) along given decoder inputs, optionally overriding
         the attention weights ("uniform", "permute" or fixed weights)."""
-        memory, initial, mask = self._encode_source(source_ids)
-        targets = self.target_embedding(decoder_input_ids)
-        target_mask = tf.not_equal(decoder_input_ids, 0)
-        if not self.has_attention:
-            outputs = self.decoder(targets, initial_state=initial, mask=target_mask, training=False)
-            return self.logits(outputs)
-        outputs, _, _ = self.decoder(
-            targets,
-            memory,
-            initial_state=initial,
-            target_embeddings_mask=target_mask,
-            memory_mask=mask,
+        return self.generator.teacher_forced_logits(
+            tf.convert_to_tensor(source_ids, tf.int32),
+            tf.convert_to_tensor(decoder_input_ids, tf.int32),
             attention_override=attention_override,
-            training=False,
         )
-        return self.logits(outputs)
 
     # ------------------------------------------------------------ search
 
     def greedy(self, source_ids, max_length=None, attention_override=None):
         """Greedy decoding; returns the dict of `greedy_search`."""
-        source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-        state = self.encode(source_ids)
-        batch = tf.shape(source_ids)[0]
-        start = tf.fill([batch], tf.constant(self.target_tokenizer.start_id, tf.int32))
-        return greedy_search(
-            lambda t, s: self.step(t, s, attention_override),
-            state,
-            start,
-            self.target_tokenizer.end_id,
-            self._max_length(source_ids, max_length),
-            tf.shape(source_ids)[1],
+        return self.generator.greedy_graph(
+            tf.convert_to_tensor(source_ids, tf.int32),
+            max_length=max_length,
+            attention_override=attention_override,
         )
 
     def beam(
@@ -174,30 +113,13 @@ class Translator(tf.Module):
         max_length=None,
     ):
         """Beam search; returns the dict of `beam_search`."""
-        source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-        state = self.encode(source_ids)
-        batch = tf.shape(source_ids)[0]
-        start = tf.fill([batch], tf.constant(self.target_tokenizer.start_id, tf.int32))
-        return beam_search(
-            self.step,
-            state,
-            start,
-            self.target_tokenizer.end_id,
-            self._max_length(source_ids, max_length),
-            tf.shape(source_ids)[1],
+        return self.generator.beam_graph(
+            tf.convert_to_tensor(source_ids, tf.int32),
             beam_width=beam_width,
             length_penalty=length_penalty,
             coverage_penalty=coverage_penalty,
-            source_mask=tf.not_equal(source_ids, 0),
+            max_length=max_length,
         )
-
-    @staticmethod
-    def _max_length(source_ids, max_length):
-        if max_length is not None:
-            return max_length
-        # French runs a little longer than English; 2·S + 10 never cuts a
-        # Multi30k sentence.
-        return 2 * tf.shape(source_ids)[1] + 10
 
     # -------------------------------------------------------------- text
 

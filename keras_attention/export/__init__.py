@@ -1,0 +1,28 @@
+"""Exporting a `Seq2SeqGenerator`: a SavedModel for servers, builtin-only TFLite
+for phones, and the operator listing that checks a `.tflite` file.
+
+Needs TensorFlow (the converter and the SavedModel format); listing operators
+needs `ai-edge-litert`.
+"""
+
+from keras_attention.export.operators import non_builtin_operators
+from keras_attention.export.operators import tflite_operators
+from keras_attention.export.operators import tflite_subgraph_operators
+from keras_attention.export.saved_model import ServingGenerator
+from keras_attention.export.saved_model import export_saved_model
+from keras_attention.export.tflite import QUANTIZATIONS
+from keras_attention.export.tflite import LiteGenerator
+from keras_attention.export.tflite import convert
+from keras_attention.export.tflite import export_tflite
+
+__all__ = [
+    "QUANTIZATIONS",
+    "LiteGenerator",
+    "ServingGenerator",
+    "convert",
+    "export_saved_model",
+    "export_tflite",
+    "non_builtin_operators",
+    "tflite_operators",
+    "tflite_subgraph_operators",
+]

@@ -1,0 +1,378 @@
+"""Builtin-only TFLite models of a `Seq2SeqGenerator`, with the decode loop inside.
+
+Why the weights are frozen, and how: TFLite's converter keeps the weights that a
+`WHILE` body reads (a recurrent encoder, the decoder step) as resource
+variables; the model then converts with builtin ops only but fails at
+`invoke()` (`READ_VARIABLE ... variable != nullptr`). Here the functions are
+traced inside a `keras.StatelessScope` that maps every variable the generator
+reads to a constant tensor of its current value: Keras layers read a variable
+through that mapping, so the traced functions capture constants and hold no
+variable at all. This uses only public API (`keras.StatelessScope`, the
+mechanism of `Layer.stateless_call`) and leaves the Keras model untouched.
+
+The search loops keep fixed-size buffers written through `where` instead of
+`tf.TensorArray` (whose TensorList ops need the Flex delegate), and a static
+batch of 1 lets the Keras recurrent encoders convert to a builtin `WHILE`.
+"""
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+
+from keras_attention.export.operators import non_builtin_operators
+from keras_attention.seq2seq_generator import _at_least_one_position
+
+QUANTIZATIONS = (None, "float16", "int8")
+GENERATE_OUTPUTS = ("tokens", "lengths", "log_probs", "attention")
+_FORMAT_VERSION = 1
+
+
+def _check_quantization(quantization):
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(
+            "Invalid value for argument `quantization`. Expected one of "
+            f"{QUANTIZATIONS}. Received: quantization={quantization!r}"
+        )
+
+
+def source_signature(generator, source_spec=None, name="source"):
+    """The `tf.TensorSpec` of the exported source: batch 1, dynamic length.
+
+    Args:
+        generator: a `Seq2SeqGenerator`.
+        source_spec: `(shape without batch, dtype)`, e.g. `((None,), "int32")`
+            for token ids or `((None, 40), "float32")` for 40 features per
+            frame; taken from the model when the generator came from
+            `from_model`.
+    """
+    spec = source_spec or generator.source_spec
+    if spec is None:
+        raise ValueError(
+            "The generator was built with the explicit constructor, so the shape "
+            "of its source is unknown: pass `source_spec=((None,), 'int32')` for "
+            "token ids or `((None, F), 'float32')` for F features per position."
+        )
+    shape, dtype = spec
+    shape = list(shape)
+    if not shape or len(shape) > 2:
+        raise ValueError(
+            "Invalid value for argument `source_spec`. Expected the shape of one "
+            f"source without the batch, (S,) or (S, F). Received: {spec!r}"
+        )
+    shape[0] = None  # any source length
+    return tf.TensorSpec([1, *shape], tf.as_dtype(dtype), name=name)
+
+
+class LiteGenerator(tf.Module):
+    """The concrete functions of a generator's TFLite model, weights frozen.
+
+    Args:
+        generator: a `Seq2SeqGenerator`.
+        max_length: the most output tokens of `generate` (END included), or
+            None for min(2·S + 10, generator.max_output_length).
+        beam_width: also trace `generate_beam` with this width (None: no beam).
+        length_penalty: `generate_beam`'s GNMT length penalty.
+        coverage_penalty: `generate_beam`'s GNMT coverage penalty.
+        source_spec: see `source_signature`.
+        names: rename signatures, e.g. `{"generate": "translate"}`, and the
+            source input (`{"source": "source_ids"}`).
+
+    Sources longer than `generator.max_source_length` are truncated to it
+    inside the model (a TFLite model cannot raise); the app should check the
+    length first (the manifest gives the bound); the attention output has one
+    column per source position read. An empty source (S = 0) gives an empty
+    output (length 0) and one zero attention column (a TFLite model cannot
+    return an empty tensor).
+    """
+
+    def __init__(
+        self,
+        generator,
+        max_length=None,
+        beam_width=None,
+        length_penalty=0.0,
+        coverage_penalty=0.0,
+        source_spec=None,
+        names=None,
+    ):
+        super().__init__(name="lite_generator")
+        names = dict(names or {})
+        if max_length is not None:
+            generator.resolve_max_length(None, max_length)  # checks it
+        self.generator = generator
+        self.max_length = max_length
+        self.beam_width = beam_width
+        self.length_penalty = float(length_penalty)
+        self.coverage_penalty = float(coverage_penalty)
+        self.names = {n: names.get(n, n) for n in ("generate", "encode", "decode_step")}
+        self.names["generate_beam"] = names.get("generate_beam", "generate_beam")
+        self.source_name = names.get("source", "source")
+        spec = source_signature(generator, source_spec, self.source_name)
+        self.source_spec = spec
+        limit = generator.max_source_length
+
+        def bounded(source):
+            return source[:, :limit]  # (1, min(S, max_source_length), ...)
+
+        def generate(source):
+            result = generator.greedy_graph(
+                bounded(source), max_length=max_length, empty_columns=False
+            )
+            return {k: result[k] for k in GENERATE_OUTPUTS}
+
+        def generate_beam(source):
+            result = generator.beam_graph(
+                bounded(source),
+                beam_width=beam_width,
+                length_penalty=length_penalty,
+                coverage_penalty=coverage_penalty,
+                max_length=max_length,
+                empty_columns=False,
+            )
+            return {k: result[k] for k in (*GENERATE_OUTPUTS, "scores")}
+
+        def encode(source):
+            state, _ = generator.encode(_at_least_one_position(bounded(source)))
+            return dict(state)
+
+        frozen = [(v, tf.constant(v.numpy())) for v in generator.variables()]
+        with keras.StatelessScope(state_mapping=frozen):
+            self.generate = _concrete(generate, self.names["generate"], [spec])
+            self.encode = _concrete(encode, self.names["encode"], [spec])
+            state_specs = self.encode.structured_outputs
+            self.state_names = sorted(state_specs)
+            step_specs = [tf.TensorSpec([1], tf.int32, name="token")] + [
+                tf.TensorSpec(state_specs[k].shape, state_specs[k].dtype, name=k)
+                for k in self.state_names
+            ]
+            self.decode_step = _concrete(
+                _decode_step_fn(generator, self.state_names),
+                self.names["decode_step"],
+                step_specs,
+            )
+            self.generate_beam = None
+            if beam_width is not None:
+                self.generate_beam = _concrete(generate_beam, self.names["generate_beam"], [spec])
+        check_captured_variables(self.concrete_functions(), [], generator)
+        outputs = self.decode_step.structured_outputs
+        self.recurrent_names = sorted(set(outputs) - {"logits", "attention"})
+
+    def concrete_functions(self):
+        """The functions to convert, one signature each."""
+        functions = [self.generate, self.encode, self.decode_step]
+        if self.generate_beam is not None:
+            functions.append(self.generate_beam)
+        return functions
+
+    def manifest(self):
+        """What an app needs around the model: ids, bounds, signatures, state."""
+        g = self.generator
+        spec = self.source_spec
+        signatures = {
+            self.names["generate"]: {
+                "inputs": [self.source_name],
+                "outputs": list(GENERATE_OUTPUTS),
+                "search": "greedy",
+            },
+            self.names["encode"]: {"inputs": [self.source_name], "outputs": self.state_names},
+            self.names["decode_step"]: {
+                "inputs": ["token", *self.state_names],
+                "outputs": ["logits", "attention", *self.recurrent_names],
+            },
+        }
+        if self.generate_beam is not None:
+            signatures[self.names["generate_beam"]] = {
+                "inputs": [self.source_name],
+                "outputs": [*GENERATE_OUTPUTS, "scores"],
+                "search": "beam",
+                "beam_width": self.beam_width,
+                "length_penalty": self.length_penalty,
+                "coverage_penalty": self.coverage_penalty,
+            }
+        return {
+            "format_version": _FORMAT_VERSION,
+            "source": {
+                "shape": [d if d is None else int(d) for d in spec.shape],
+                "dtype": spec.dtype.name,
+                "kind": "token ids" if spec.dtype.is_integer else "features",
+            },
+            "pad_id": 0,
+            "start_id": g.start_id,
+            "end_id": g.end_id,
+            "max_source_length": g.max_source_length,
+            "longer_sources": "truncated to max_source_length inside the model",
+            "max_length": self.max_length,
+            "max_length_rule": (
+                f"min(2 * source_length + 10, {g.max_output_length})"
+                if self.max_length is None
+                else None
+            ),
+            "token_ids": "source ids must be in [0, vocabulary); the model does not check",
+            "signatures": signatures,
+            "decode_state": {"names": self.state_names, "recurrent": self.recurrent_names},
+        }
+
+
+def check_captured_variables(functions, allowed, generator):
+    """Raises if traced functions read variables outside `allowed` (tf.Variables):
+    variables the generator's `variables()` did not list, so that the export
+    could neither freeze nor save them."""
+    allowed = {id(v) for v in allowed}
+    missed = {}
+    for function in functions:
+        for v in function.variables:
+            if id(v) not in allowed:
+                missed.setdefault(id(v), v.name)
+    if missed:
+        names = ", ".join(sorted(missed.values()))
+        raise ValueError(
+            f"The generator reads variables that its `variables()` does not list: "
+            f"{names}. A piece given to Seq2SeqGenerator as a plain function must "
+            "list the variables it reads in a `variables` attribute (e.g. "
+            "`encoder.variables = layer_a.variables + layer_b.variables`), or be a "
+            f"Keras layer or model. Listed: {len(generator.variables())} variables."
+        )
+
+
+def _concrete(fn, name, specs):
+    fn.__name__ = name  # the converter names each signature after its function
+    return tf.function(fn, input_signature=specs, autograph=False).get_concrete_function()
+
+
+def _decode_step_fn(generator, state_names):
+    # One positional argument per state entry: a TFLite signature's inputs are
+    # named after the TensorSpecs of flat arguments.
+    def decode_step(token, *values):
+        state = dict(zip(state_names, values, strict=True))
+        logits, weights, new_state = generator.step(token, state)
+        outputs = {"logits": logits, "attention": weights}  # (1, V), (1, S)
+        # Only what a step changes goes out (h, c, attentional); memory,
+        # processed keys and mask stay as `encode` gave them.
+        outputs.update({k: v for k, v in new_state.items() if v is not state[k]})
+        return outputs
+
+    return decode_step
+
+
+def convert(lite_generator, quantization=None):
+    """Converts a `LiteGenerator` to a builtin-ops-only flatbuffer (bytes).
+
+    Args:
+        lite_generator: a `LiteGenerator`.
+        quantization: None (float32); "float16" (float16 weights, dequantized
+            at load); "int8" (dynamic range: int8 weights, float activations).
+    """
+    _check_quantization(quantization)
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        lite_generator.concrete_functions(), lite_generator
+    )
+    # Builtins only: a Flex or custom op fails the conversion instead of
+    # slipping into the model.
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    converter.allow_custom_ops = False
+    if quantization == "float16":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.target_spec.supported_types = [tf.float16]
+    elif quantization == "int8":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    return converter.convert()
+
+
+def write_atomic(path, data):
+    """Writes bytes or text to `path` through a temporary file and a rename, so
+    a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = "wb" if isinstance(data, bytes | bytearray) else "w"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def export_tflite(
+    generator,
+    path,
+    quantization=None,
+    max_length=None,
+    beam_width=None,
+    length_penalty=0.6,
+    coverage_penalty=0.0,
+    source_spec=None,
+):
+    """Writes a builtin-ops-only TFLite model of a generator, and its manifest.
+
+    The model has static batch 1 and a dynamic source length, and the
+    signatures
+
+    - `generate(source)` → `tokens` (1, L) int32, `lengths` (1,), `log_probs`
+      (1,), `attention` (1, L, S): greedy search inside the model (a `WHILE`);
+    - `encode(source)` → the decoder's first state, one named tensor each;
+    - `decode_step(token (1,), **state)` → `logits` (1, V), `attention` (1, S)
+      and the new values of the recurrent entries (`h`, `c`, `attentional`);
+      the other entries stay as `encode` gave them. For an app's own loop;
+    - with `beam_width`, `generate_beam(source)`: beam search with its
+      penalties inside the model, the outputs of `generate` plus `scores`.
+
+    `path` with the suffix `.json` receives the manifest: the source spec, the
+    ids, the bounds, the signatures and the state names.
+
+    Args:
+        generator: a `Seq2SeqGenerator`.
+        path: the `.tflite` file to write.
+        quantization: None, "float16" or "int8" (dynamic range) weights.
+        max_length: most output tokens, END included; None for
+            min(2·S + 10, generator.max_output_length).
+        beam_width: add `generate_beam` with this many hypotheses.
+        length_penalty: `generate_beam`'s GNMT length penalty.
+        coverage_penalty: `generate_beam`'s GNMT coverage penalty.
+        source_spec: see `source_signature` (needed for a generator built
+            with the explicit constructor).
+
+    Returns:
+        The manifest dict.
+
+    Raises:
+        ValueError: a bad argument, or a converted model that still holds a
+            Flex, custom or variable operator (named).
+    """
+    _check_quantization(quantization)
+    if beam_width is not None and (
+        isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1
+    ):
+        raise ValueError(
+            "Invalid value for argument `beam_width`. Expected a positive integer "
+            f"or None. Received: beam_width={beam_width!r}"
+        )
+    lite = LiteGenerator(
+        generator,
+        max_length=max_length,
+        beam_width=beam_width,
+        length_penalty=length_penalty,
+        coverage_penalty=coverage_penalty,
+        source_spec=source_spec,
+    )
+    data = convert(lite, quantization)
+    forbidden = non_builtin_operators(data)
+    if forbidden:
+        raise ValueError(
+            f"The converted model needs operators outside TFLite's builtins: {forbidden}."
+        )
+    path = Path(path)
+    write_atomic(path, data)
+    manifest = lite.manifest()
+    manifest["quantization"] = quantization
+    manifest["model_file"] = path.name
+    write_atomic(path.with_suffix(".json"), json.dumps(manifest, indent=2) + "\n")
+    return manifest

@@ -1,0 +1,117 @@
+"""The `keras.ops` search (JAX, PyTorch) against the TensorFlow search.
+
+On TensorFlow both implementations run on the same step function and must
+agree exactly on tokens and lengths and to float32 precision on the scores;
+on the other backends only the `keras.ops` one exists, and these tests check
+it against a float64 NumPy greedy search instead.
+"""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attention.decoding import ops_search
+
+VOCAB, SOURCE, UNITS, END = 9, 5, 6, 2
+
+
+def _weights(seed):
+    rng = np.random.default_rng(seed)
+    return {
+        "embed": rng.normal(size=(VOCAB, UNITS)),
+        "recur": rng.normal(size=(UNITS, UNITS)) * 0.5,
+        "out": rng.normal(size=(UNITS, VOCAB)) * 2.0,
+        "attend": rng.normal(size=(UNITS, SOURCE)),
+    }
+
+
+def _step_fn(weights):
+    """A tiny deterministic RNN step: logits, attention weights and a new state."""
+    w = {k: keras.ops.convert_to_tensor(v.astype("float32")) for k, v in weights.items()}
+
+    def step(tokens, state):
+        h = keras.ops.tanh(
+            keras.ops.take(w["embed"], tokens, axis=0) + keras.ops.matmul(state["h"], w["recur"])
+        )
+        logits = keras.ops.matmul(h, w["out"])
+        attention = keras.ops.softmax(keras.ops.matmul(h, w["attend"]), axis=-1)
+        return logits, attention, {"h": h}
+
+    return step
+
+
+def _numpy_greedy(weights, h0, start, max_length, mask):
+    tokens, h = np.full(len(h0), start), h0.astype("float64")
+    out = np.zeros((len(h0), max_length), int)
+    finished = ~mask.any(-1)
+    log_probs = np.zeros(len(h0))
+    for t in range(max_length):
+        h = np.tanh(weights["embed"][tokens] + h @ weights["recur"])
+        logits = h @ weights["out"]
+        logp = logits - logits.max(-1, keepdims=True)
+        logp = logp - np.log(np.exp(logp).sum(-1, keepdims=True))
+        nxt = np.where(finished, 0, logp.argmax(-1))
+        log_probs += np.where(finished, 0.0, logp[np.arange(len(h0)), logp.argmax(-1)])
+        out[:, t] = nxt
+        finished = finished | (nxt == END)
+        tokens = nxt
+    return out, log_probs
+
+
+@pytest.fixture(params=[0, 1, 2])
+def case(request):
+    rng = np.random.default_rng(request.param)
+    h0 = rng.normal(size=(3, UNITS)).astype("float32")
+    mask = np.ones((3, SOURCE), bool)
+    mask[1, 3:] = False
+    mask[2] = False  # an empty source: finished before the first step
+    return _weights(request.param), h0, mask
+
+
+def test_ops_greedy_equals_a_float64_numpy_greedy(case):
+    weights, h0, mask = case
+    result = ops_search.greedy_search(
+        _step_fn(weights), {"h": h0}, np.ones(3, "int32"), END, 7, SOURCE, source_mask=mask
+    )
+    want_tokens, want_log_probs = _numpy_greedy(weights, h0, 1, 7, mask)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(result["tokens"]), want_tokens)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(result["log_probs"]), want_log_probs, rtol=1e-4, atol=1e-4
+    )
+    assert keras.ops.convert_to_numpy(result["lengths"])[2] == 0
+
+
+@pytest.mark.parametrize("width, alpha, beta", [(1, 0.0, 0.0), (3, 0.6, 0.0), (4, 1.0, 0.2)])
+def test_ops_beam_equals_the_tensorflow_beam(case, width, alpha, beta):
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("the TensorFlow search is the reference; it runs on TensorFlow only")
+    from keras_attention.decoding import beam_search
+
+    weights, h0, mask = case
+    args = (_step_fn(weights), {"h": h0}, np.ones(3, "int32"), END, 7, SOURCE)
+    kwargs = dict(beam_width=width, length_penalty=alpha, coverage_penalty=beta, source_mask=mask)
+    ops_result = ops_search.beam_search(*args, **kwargs)
+    tf_result = beam_search(*args, **kwargs)
+    for name in ("tokens", "lengths", "all_tokens"):
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(ops_result[name]), np.asarray(tf_result[name]), err_msg=name
+        )
+    for name in ("scores", "log_probs", "all_scores", "attention"):
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(ops_result[name]),
+            np.asarray(tf_result[name]),
+            rtol=1e-5,
+            atol=1e-5,
+            err_msg=name,
+        )
+
+
+def test_ops_beam_of_width_one_equals_ops_greedy(case):
+    weights, h0, mask = case
+    args = (_step_fn(weights), {"h": h0}, np.ones(3, "int32"), END, 7, SOURCE)
+    greedy = ops_search.greedy_search(*args, source_mask=mask)
+    beam = ops_search.beam_search(*args, beam_width=1, source_mask=mask)
+    for name in ("tokens", "lengths"):
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(beam[name]), keras.ops.convert_to_numpy(greedy[name])
+        )
