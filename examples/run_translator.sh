@@ -14,7 +14,9 @@ export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}
 DATA=()
 if [ -d "$DATA_DIR" ]; then DATA=(--data-dir "$DATA_DIR"); fi
 
-if [ -f "$RUN_DIR/model.keras" ] && [ ! -d "$RUN_DIR/backup" ]; then
+# A run is finished once train has written RUN_DIR/finished.json, last; any
+# other folder (killed at any point, even while writing a file) resumes.
+if python examples/translate_en_fr.py status --run-dir "$RUN_DIR" | grep -q '^finished:'; then
     echo "$RUN_DIR holds a finished run: evaluating and exporting it"
 else
     python examples/translate_en_fr.py "${DATA[@]}" train --attention bahdanau \

@@ -8,6 +8,7 @@ text-only GRU system of LIUM-CVC at WMT17 (59.0 BLEU on test_2016_flickr).
 Commands (each has --help):
 
     train      learn the vocabularies and the model; a killed run resumes
+    status     whether a run folder holds a new, unfinished or finished run
     evaluate   BLEU, chrF, BLEU by source length, attention heatmaps
     translate  sentences from the command line or stdin
     explain    replace the attention weights (uniform, permuted) and measure
@@ -21,11 +22,9 @@ variable KERAS_ATTENTION_MULTI30K_DIR, or a download into the Keras cache.
 """
 
 import argparse
-import json
 import logging
 import math
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -41,14 +40,15 @@ from keras_attention.translation import distribute  # noqa: E402
 from keras_attention.translation import evaluation  # noqa: E402
 from keras_attention.translation import load_multi30k  # noqa: E402
 from keras_attention.translation import make_dataset  # noqa: E402
+from keras_attention.translation import runs  # noqa: E402
 from keras_attention.translation.losses import SmoothedSparseCrossentropy  # noqa: E402
 from keras_attention.translation.model import ATTENTIONS  # noqa: E402
 from keras_attention.translation.model import DECODER_INITS  # noqa: E402
 from keras_attention.translation.model import build_translator  # noqa: E402
-from keras_attention.translation.translator import CONFIG_FILE  # noqa: E402
-from keras_attention.translation.translator import MODEL_FILE  # noqa: E402
-from keras_attention.translation.translator import SOURCE_VOCAB  # noqa: E402
-from keras_attention.translation.translator import TARGET_VOCAB  # noqa: E402
+from keras_attention.translation.runs import CONFIG_FILE  # noqa: E402
+from keras_attention.translation.runs import MODEL_FILE  # noqa: E402
+from keras_attention.translation.runs import SOURCE_VOCAB  # noqa: E402
+from keras_attention.translation.runs import TARGET_VOCAB  # noqa: E402
 from keras_attention.translation.translator import load_run  # noqa: E402
 
 # Sizes of the two presets. "default" follows the published system (embedding
@@ -116,18 +116,7 @@ def train(args):
     replicas = strategy.num_replicas_in_sync
     # Workers other than the chief write to a private sub-folder.
     run_dir = distribute.worker_run_dir(args.run_dir)
-    finished = (run_dir / MODEL_FILE).exists() and not (run_dir / "backup").exists()
-    if finished and not args.overwrite:
-        # BackupAndRestore keeps a backup only while a run is unfinished; a new
-        # run here would start from fresh weights and replace the model.
-        raise SystemExit(
-            f"train: {run_dir} already holds a finished run ({MODEL_FILE}, no "
-            "backup to resume from). Use another --run-dir, or --overwrite."
-        )
-    if finished and (run_dir / averaging.EPOCHS_DIR).exists():
-        # Weights of the replaced run must not be averaged with the new one's.
-        shutil.rmtree(run_dir / averaging.EPOCHS_DIR)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    state = _prepare_run_dir(run_dir, args.overwrite)
     config = dict(PRESETS[args.preset])
     for key in config:
         value = getattr(args, key, None)
@@ -149,8 +138,10 @@ def train(args):
         train_fr = train_fr[: config["max_train_examples"]]
 
     # The vocabularies come from the training split only, once per run: a
-    # resumed run reuses them.
-    if (run_dir / SOURCE_VOCAB).exists():
+    # resumed run reuses them. config.json is written after them, so they are
+    # whole when it exists.
+    if (run_dir / CONFIG_FILE).exists():
+        runs.read_config(run_dir, required=())
         source_tokenizer = SubwordTokenizer.load(run_dir / SOURCE_VOCAB)
         target_tokenizer = SubwordTokenizer.load(run_dir / TARGET_VOCAB)
     else:
@@ -165,7 +156,8 @@ def train(args):
         target_tokenizer.save(run_dir / TARGET_VOCAB)
     config["source_vocab_size"] = source_tokenizer.vocab_size
     config["target_vocab_size"] = target_tokenizer.vocab_size
-    (run_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+    config["run_format"] = runs.RUN_FORMAT
+    runs.write_json(run_dir / CONFIG_FILE, config)
     print(
         f"vocabularies: en {source_tokenizer.vocab_size}, fr "
         f"{target_tokenizer.vocab_size} subwords; {len(train_en)} training pairs"
@@ -196,41 +188,81 @@ def train(args):
     val_data = distribute.shard_by_data(val_data)
     with strategy.scope():
         model = _compiled_model(config, source_tokenizer, target_tokenizer, args.seed)
+        if state is not None:
+            # A killed run restarts after its last backed-up epoch.
+            print(f"resuming {run_dir} after epoch {state['epoch']}", flush=True)
+            runs.restore(model, run_dir, state)
     callbacks = []
     if config["ema_momentum"]:
         # Validation, the checkpoint and the backup see the averaged weights;
         # the next epoch trains the raw ones again. It must come first.
         callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
     callbacks += [
-        # The best model on the validation loss is the run's model.
-        keras.callbacks.ModelCheckpoint(
-            run_dir / MODEL_FILE, monitor="val_loss", save_best_only=True
-        ),
-        # A killed run restarts from its last finished epoch.
-        keras.callbacks.BackupAndRestore(run_dir / "backup"),
         keras.callbacks.TerminateOnNaN(raise_error=True),
         keras.callbacks.EarlyStopping(monitor="val_loss", patience=args.patience),
         _learning_rate_schedule(config, args.max_minutes),
-        keras.callbacks.TensorBoard(run_dir / "logs"),
-        keras.callbacks.CSVLogger(run_dir / "history.csv", append=True),
+        keras.callbacks.TensorBoard(run_dir / runs.LOGS_DIR),
     ]
     if args.keep_epochs:
         # After the EMA swap, like the checkpoint: the validated weights.
         callbacks.append(_EpochWeights(run_dir))
     if args.max_minutes:
         callbacks.append(_TimeLimit(args.max_minutes * 60))
+    # Last, so that it backs up what the others left: the averaged weights,
+    # the epoch's learning rate in the logs, the decision to stop. It saves
+    # the best model on the validation loss as the run's model.
+    keeper = runs.RunKeeper(run_dir, state)
+    callbacks.append(keeper)
     start = time.time()
-    model.fit(
-        train_data,
-        validation_data=val_data,
-        epochs=config["epochs"],
-        callbacks=callbacks,
-        verbose=1 if sys.stdout.isatty() else 2,
-    )
+    if state is None or not (state["stopped"] or state["epoch"] >= config["epochs"]):
+        model.fit(
+            train_data,
+            validation_data=val_data,
+            epochs=config["epochs"],
+            initial_epoch=state["epoch"] if state else 0,
+            callbacks=callbacks,
+            verbose=1 if sys.stdout.isatty() else 2,
+        )
     minutes = (time.time() - start) / 60
     print(f"training took {minutes:.1f} min; model: {run_dir / MODEL_FILE}")
     _update_json(run_dir / CONFIG_FILE, {"train_minutes_last_session": minutes})
+    # Last: until this file exists, the run is unfinished and resumes.
+    runs.finish(
+        run_dir,
+        {
+            "epochs": len(keeper.history),
+            "best_epoch": keeper.best_epoch,
+            "best_val_loss": keeper.best,
+        },
+    )
     return run_dir
+
+
+def _prepare_run_dir(run_dir, overwrite):
+    """Readies `run_dir` for `train`; returns the backup state to resume from, or None."""
+    try:
+        status = runs.run_status(run_dir)
+    except runs.CorruptRunError as error:
+        if not overwrite:
+            raise SystemExit(f"train: {error} Use --overwrite to start the run over.") from None
+        status = None
+    if status is not None and status.state == runs.FINISHED and not overwrite:
+        # A new training would start from fresh weights and replace the model.
+        raise SystemExit(
+            f"train: {run_dir} already holds a finished run. Use another --run-dir, or --overwrite."
+        )
+    if status is None or status.state == runs.FINISHED:
+        # --overwrite. The marker goes first: a kill from here on leaves an
+        # unfinished run, never a finished one with missing files.
+        runs.clear(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    runs.remove_temporaries(run_dir)
+    state = runs.read_state(run_dir)
+    if state is None:
+        # No epoch backed up: the run starts over; its vocabularies stay, and
+        # the epochs of an older run are not averaged with the new one's.
+        runs.clear(run_dir, keep_config=True)
+    return state
 
 
 def _compiled_model(config, source_tokenizer, target_tokenizer, seed):
@@ -326,7 +358,7 @@ class _EpochWeights(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         path = averaging.epoch_weight_path(self.run_dir, epoch + 1)
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.model.save_weights(path)
+        runs.save_weights(self.model, path)
 
 
 class _TimeLimit(keras.callbacks.Callback):
@@ -356,9 +388,9 @@ def _filter_long(en, fr, max_words):
 
 
 def _update_json(path, values):
-    data = json.loads(Path(path).read_text()) if Path(path).exists() else {}
+    data = runs.read_json(path) if Path(path).exists() else {}
     data.update(values)
-    Path(path).write_text(json.dumps(data, indent=2) + "\n")
+    runs.write_json(path, data)
 
 
 # ------------------------------------------------------------- evaluate
@@ -389,7 +421,7 @@ def evaluate(args):
             if method == "beam":
                 scores.update(beam_width=args.beam_width, length_penalty=args.length_penalty)
             results[f"{split}/{method}"] = scores
-            (out_dir / f"{split}.{method}.fr").write_text("\n".join(hyps) + "\n")
+            runs.write_text(out_dir / f"{split}.{method}.fr", "\n".join(hyps) + "\n")
             if method == "greedy":
                 curves = {
                     f"{config['attention']} attention": evaluation.bleu_by_length(
@@ -416,7 +448,7 @@ def evaluate(args):
                         out_dir / f"attention.{split}.{i}.png",
                     )
     print(_results_table(results))
-    (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    runs.write_json(out_dir / "results.json", results)
     print(f"results: {out_dir / 'results.json'}")
     return results
 
@@ -533,8 +565,7 @@ def explain(args):
     )
     print("\n".join(lines))
     rows["model's attention"]["sharpness"] = sharpness
-    out = Path(args.run_dir) / "explain.json"
-    out.write_text(json.dumps(rows, indent=2) + "\n")
+    runs.write_json(Path(args.run_dir) / "explain.json", rows)
     return rows
 
 
@@ -551,13 +582,29 @@ def average(args):
     model = translator.model
     averaging.average_weights(model, [averaging.epoch_weight_path(run_dir, e) for e in epochs])
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in (SOURCE_VOCAB, TARGET_VOCAB):
-        shutil.copytree(run_dir / name, out_dir / name, dirs_exist_ok=True)
-    model.save(out_dir / MODEL_FILE)
+    # Unfinished until the marker is written again, last.
+    (out_dir / runs.FINISHED_FILE).unlink(missing_ok=True)
+    translator.source_tokenizer.save(out_dir / SOURCE_VOCAB)
+    translator.target_tokenizer.save(out_dir / TARGET_VOCAB)
+    runs.save_model(model, out_dir / MODEL_FILE)
     config = dict(config, averaged_epochs=epochs, averaged_from=str(run_dir))
-    (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+    runs.write_json(out_dir / CONFIG_FILE, dict(config, run_format=runs.RUN_FORMAT))
+    runs.finish(out_dir, {"averaged_epochs": epochs, "averaged_from": str(run_dir)})
     print(f"averaged epochs {epochs[0]} to {epochs[-1]} of {run_dir}: {out_dir / MODEL_FILE}")
     return out_dir
+
+
+# --------------------------------------------------------------- status
+
+
+def status(args):
+    """Prints `STATE: detail`; STATE is new, unfinished or finished."""
+    try:
+        found = runs.run_status(args.run_dir)
+    except runs.CorruptRunError as error:
+        raise SystemExit(f"corrupt: {error}") from None
+    print(f"{found.state}: {found.detail}")
+    return found
 
 
 # ------------------------------------------------------------------ cli
@@ -644,6 +691,10 @@ def parse_args(argv=None):
         help="tf.distribute strategy; --batch-size is then per replica",
     )
     p.set_defaults(func=train)
+
+    p = commands.add_parser("status", help="whether a run is new, unfinished or finished")
+    p.add_argument("--run-dir", default="runs/bahdanau")
+    p.set_defaults(func=status)
 
     p = commands.add_parser("evaluate", help="score a trained run")
     p.add_argument("--run-dir", default="runs/bahdanau")

@@ -28,6 +28,7 @@ import gzip
 import hashlib
 import logging
 import os
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -139,8 +140,9 @@ def read_parallel(
         `(pairs, stats)`: a list of `(source, target)` strings and a `ReadStats`.
 
     Raises:
-        ValueError: the files have different line counts, a line is not valid
-            UTF-8 (the message names the file and the 1-based line), or
+        ValueError: the files have different line counts, a gzip file is
+            truncated or damaged (the message names the file), a line is not
+            valid UTF-8 (the message names the file and the 1-based line), or
             `max_words` is not a positive int.
     """
     if max_words is not None and (
@@ -334,7 +336,14 @@ def _read_lines(path: str | os.PathLike) -> list[bytes]:
     with open(path, "rb") as file:
         data = file.read()
     if data[:2] == _GZIP_MAGIC:
-        data = gzip.decompress(data)
+        try:
+            data = gzip.decompress(data)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+            # gzip names no file; a truncated download or copy is the usual cause.
+            raise ValueError(
+                f"{path}: truncated or damaged gzip file ({len(data)} bytes; "
+                f"{type(error).__name__}: {error})."
+            ) from None
     if not data:
         return []
     # Split on "\n" only: str.splitlines would also split on characters such as

@@ -46,6 +46,8 @@ from pathlib import Path
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from keras_attention.translation.runs import write_text
+
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
 PAD_ID = 0
 UNK_ID = 1
@@ -320,9 +322,8 @@ class SubwordTokenizer(tf.Module):
         """
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / VOCAB_FILE).write_text(
-            "".join(token + "\n" for token in self._vocab), encoding="utf-8"
-        )
+        # Each file is written whole or not at all (see `runs.atomic_path`).
+        write_text(folder / VOCAB_FILE, "".join(token + "\n" for token in self._vocab))
         config = {
             "format_version": _FORMAT_VERSION,
             "lower_case": self._lower_case,
@@ -331,7 +332,7 @@ class SubwordTokenizer(tf.Module):
             "suffix_indicator": SUFFIX_INDICATOR,
             "vocab_size": self.vocab_size,
         }
-        (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        write_text(folder / CONFIG_FILE, json.dumps(config, indent=2) + "\n")
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> SubwordTokenizer:

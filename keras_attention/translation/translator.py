@@ -5,7 +5,6 @@ It reuses the layers of the training model (read from its graph by
 without rebuilding anything.
 """
 
-import json
 from pathlib import Path
 
 import keras
@@ -13,34 +12,36 @@ import tensorflow as tf
 
 from keras_attention.base_decoder import BaseDecoder
 from keras_attention.seq2seq_generator import Seq2SeqGenerator
+from keras_attention.translation import runs
+from keras_attention.translation.runs import CONFIG_FILE  # noqa: F401
+from keras_attention.translation.runs import MODEL_FILE
+from keras_attention.translation.runs import RUN_FILES  # noqa: F401
+from keras_attention.translation.runs import SOURCE_VOCAB
+from keras_attention.translation.runs import TARGET_VOCAB
 from keras_attention.translation.tokenizer import END_ID
 from keras_attention.translation.tokenizer import START_ID
 from keras_attention.translation.tokenizer import SubwordTokenizer
-
-# What a training run's folder holds, and what loading one needs.
-MODEL_FILE = "model.keras"
-CONFIG_FILE = "config.json"
-SOURCE_VOCAB = "source_vocab"
-TARGET_VOCAB = "target_vocab"
-RUN_FILES = (MODEL_FILE, CONFIG_FILE, SOURCE_VOCAB, TARGET_VOCAB)
 
 
 def load_run(run_dir):
     """Loads `(Translator, config)` from a training run's folder.
 
+    An unfinished run loads too: `model.keras` holds its best epoch so far.
+
     Raises:
+        NotADirectoryError: `run_dir` is a file.
         FileNotFoundError: naming every missing file, when the folder is
             incomplete (e.g. training never finished an epoch).
+        keras_attention.translation.runs.CorruptRunError: a file is damaged
+            (e.g. a truncated `model.keras`) or `config.json` lacks a key the
+            commands read; the message names the file and what is wrong.
     """
+    # The run folder's layout and checks are in `runs`; importing the module
+    # that builds the model registers its layers (TiedEmbedding, ...) with Keras.
+    from keras_attention.translation import model as _model_layers  # noqa: F401
+
     run_dir = Path(run_dir)
-    missing = [name for name in RUN_FILES if not (run_dir / name).exists()]
-    if missing:
-        raise FileNotFoundError(
-            f"The run folder {run_dir} is incomplete: missing "
-            f"{', '.join(missing)}. A finished `train` command writes "
-            f"{', '.join(RUN_FILES)} (the model after the first epoch)."
-        )
-    config = json.loads((run_dir / CONFIG_FILE).read_text())
+    config = runs.check_run(run_dir)
     model = keras.saving.load_model(run_dir / MODEL_FILE, compile=False)
     translator = Translator(
         model,

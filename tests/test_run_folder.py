@@ -1,0 +1,202 @@
+"""A run folder's errors say what is wrong with which file, and its files are
+written whole or not at all (keras_attention.translation.runs).
+
+The folders here are built in a second, without training: tokenizers from a
+short vocabulary and an untrained `build_translator` model. Killing a real
+training at many points is tests/test_kill_resume.py.
+"""
+
+import gzip
+import json
+import os
+import shutil
+
+import keras
+import pytest
+from _data_paths import multi30k_dir
+from _scripts import load_script
+
+from keras_attention.translation import SubwordTokenizer
+from keras_attention.translation import read_parallel
+from keras_attention.translation.model import build_translator
+from keras_attention.translation.translator import load_run
+
+VOCAB = ["[PAD]", "[UNK]", "[START]", "[END]", "a", "dog", "runs", "un", "chien", "court", "."]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A complete run folder as `train` leaves it, with random weights."""
+    folder = tmp_path_factory.mktemp("runs") / "finished"
+    folder.mkdir()
+    source = SubwordTokenizer(VOCAB, lower_case=True)
+    target = SubwordTokenizer(VOCAB, lower_case=True)
+    source.save(folder / "source_vocab")
+    target.save(folder / "target_vocab")
+    model = build_translator(
+        source.vocab_size, target.vocab_size, embedding_dim=8, units=8, dropout=0.0, seed=0
+    )
+    model.save(folder / "model.keras")
+    config = {"attention": "bahdanau", "embedding_dim": 8, "units": 8}
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "finished.json").write_text(json.dumps({"epochs": 1}))
+    return folder
+
+
+@pytest.fixture
+def run_copy(finished_run, tmp_path):
+    """A copy of `finished_run` that a test may damage."""
+    return shutil.copytree(finished_run, tmp_path / "run")
+
+
+@pytest.fixture(scope="module")
+def script():
+    return load_script("examples/translate_en_fr.py")
+
+
+# ------------------------------------------------- misleading errors
+
+
+@pytest.mark.parametrize("kept", [0.0, 0.5, 0.99], ids=["empty", "half", "last_bytes_lost"])
+def test_truncated_model_file_is_reported_as_corrupt_not_missing(run_copy, kept):
+    path = run_copy / "model.keras"
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * kept)])
+    with pytest.raises(ValueError) as info:
+        load_run(run_copy)
+    message = str(info.value)
+    assert str(path) in message and "corrupt" in message
+    assert "not found" not in message.lower()
+
+
+def test_model_file_with_a_damaged_byte_is_reported_as_corrupt(run_copy):
+    from keras_attention.translation import runs
+
+    path = run_copy / "model.keras"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside the weights, whose checksum then fails
+    path.write_bytes(bytes(data))
+    with pytest.raises(runs.CorruptRunError, match="corrupt") as info:
+        load_run(run_copy)
+    assert str(path) in str(info.value)
+
+
+def test_run_folder_that_is_a_file_is_reported_as_not_a_folder(tmp_path, script):
+    path = tmp_path / "run"
+    path.write_text("not a folder\n")
+    with pytest.raises(NotADirectoryError, match="is a file, not a run folder") as info:
+        load_run(path)
+    assert "incomplete" not in str(info.value)
+    argv = ["--data-dir", str(tmp_path / "nowhere"), "train", "--run-dir", str(path)]
+    with pytest.raises(NotADirectoryError, match="is a file, not a run folder"):
+        script.main(argv)
+
+
+def test_config_missing_a_key_fails_before_decoding(run_copy, script, monkeypatch):
+    config = json.loads((run_copy / "config.json").read_text())
+    del config["attention"]
+    (run_copy / "config.json").write_text(json.dumps(config))
+
+    def decode_and_score(*args, **kwargs):
+        raise AssertionError("evaluate decoded a split before checking config.json")
+
+    monkeypatch.setattr(script.evaluation, "decode_and_score", decode_and_score)
+    argv = ["--data-dir", str(multi30k_dir()), "evaluate", "--run-dir", str(run_copy)]
+    argv += ["--splits", "test_2016_flickr", "--max-sentences", "2", "--methods", "greedy"]
+    with pytest.raises(ValueError, match=r"config\.json.*'attention'"):
+        script.main(argv)
+
+
+def test_truncated_gzip_data_file_names_the_file(tmp_path):
+    whole = gzip.compress(b"".join(b"A dog runs number %d.\n" % i for i in range(200)))
+    broken = tmp_path / "train.en.gz"
+    broken.write_bytes(whole[: len(whole) // 2])
+    other = tmp_path / "train.fr.gz"
+    other.write_bytes(whole)
+    with pytest.raises(ValueError, match="truncated") as info:
+        read_parallel(broken, other)
+    assert str(broken) in str(info.value)
+    assert str(other) not in str(info.value)
+
+
+# ------------------------------------------------------ the run folder
+
+
+def test_interrupted_atomic_write_keeps_the_old_file_and_no_temporary(tmp_path):
+    from keras_attention.translation import runs
+
+    path = tmp_path / "config.json"
+    runs.write_text(path, "old\n")
+    with pytest.raises(KeyboardInterrupt):
+        with runs.atomic_path(path) as temporary:
+            temporary.write_text("half of the new")
+            raise KeyboardInterrupt
+    assert path.read_text() == "old\n"
+    assert os.listdir(tmp_path) == ["config.json"]
+
+
+def test_model_written_atomically_loads_and_replaces_the_old_one(tmp_path):
+    from keras_attention.translation import runs
+
+    path = tmp_path / "model.keras"
+    path.write_bytes(b"")  # a damaged file from an older version
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    runs.save_model(model, path)
+    runs.check_model_file(path)
+    assert keras.saving.load_model(path).count_params() == 8
+    assert sorted(os.listdir(tmp_path)) == ["model.keras"]
+
+
+def test_a_partial_run_is_never_reported_as_finished(run_copy):
+    from keras_attention.translation import runs
+
+    assert runs.run_status(run_copy).state == runs.FINISHED
+    (run_copy / "finished.json").unlink()
+    # Written by this version (run_format): without the marker, not finished,
+    # even with every other file whole and the backup deleted by hand.
+    config = json.loads((run_copy / "config.json").read_text())
+    (run_copy / "config.json").write_text(json.dumps(dict(config, run_format=2)))
+    status = runs.run_status(run_copy)
+    assert status.state == runs.UNFINISHED and status.epoch == 0
+
+
+def test_a_finished_run_of_an_older_version_is_finished_unless_its_model_is_damaged(run_copy):
+    from keras_attention.translation import runs
+
+    (run_copy / "finished.json").unlink()  # older versions wrote no marker
+    assert runs.run_status(run_copy).state == runs.FINISHED
+    (run_copy / "model.keras").write_bytes(b"")  # killed while writing its checkpoint
+    assert runs.run_status(run_copy).state == runs.UNFINISHED
+
+
+def test_damaged_backup_state_is_reported_as_corrupt_naming_the_file(run_copy):
+    from keras_attention.translation import runs
+
+    (run_copy / "finished.json").unlink()
+    (run_copy / "backup").mkdir()
+    (run_copy / "backup" / "state.json").write_text('{"epoch": 2, "weig')
+    with pytest.raises(ValueError, match=r"backup/state\.json is corrupt"):
+        runs.run_status(run_copy)
+
+
+def test_train_refuses_a_damaged_backup_unless_overwrite_starts_over(run_copy, script):
+    (run_copy / "finished.json").unlink()
+    (run_copy / "backup").mkdir()
+    (run_copy / "backup" / "state.json").write_text("")
+    with pytest.raises(SystemExit, match=r"state\.json is corrupt.*--overwrite"):
+        script._prepare_run_dir(run_copy, overwrite=False)
+    assert script._prepare_run_dir(run_copy, overwrite=True) is None
+    assert sorted(os.listdir(run_copy)) == []
+
+
+def test_config_that_is_not_json_is_reported_as_corrupt(run_copy):
+    (run_copy / "config.json").write_text('{"attention": "bahdan')
+    with pytest.raises(ValueError, match=r"config\.json is corrupt"):
+        load_run(run_copy)
+
+
+def test_translator_constants_name_the_run_folder_files():
+    from keras_attention.translation import runs
+    from keras_attention.translation import translator
+
+    assert translator.RUN_FILES == runs.RUN_FILES
