@@ -25,7 +25,7 @@ model", unless `--no-write`.
     python benchmarks/generic_export_benchmark.py
     python benchmarks/generic_export_benchmark.py --sources 20 --rounds 1 --no-write  # quick look
 
-Takes about 3 minutes on a 2-core CPU with the defaults.
+Takes about 6 minutes on a 2-core CPU with the defaults.
 """
 
 import argparse
@@ -93,35 +93,40 @@ def parse_args(argv=None):
     parser.add_argument("--sources", type=int, default=60, help="sources timed per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--fit-steps", type=int, default=20)
+    parser.add_argument(
+        "--compare-vocab",
+        type=int,
+        default=800,
+        help="also time Keras and float32 at this vocabulary (0: no)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-write", action="store_true", help="print only")
     return parser.parse_args(argv)
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    load = os.getloadavg()[0]
-    # One thread for everything (TensorFlow fixes its pools at the first op).
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    keras.utils.set_random_seed(args.seed)
-    rng = np.random.default_rng(args.seed)
-    model = build_model(args.vocab, args.embedding, args.units)
-    batch = 64
-    src = rng.integers(3, args.vocab, (batch * args.fit_steps, args.source_length))
-    tgt = rng.integers(3, args.vocab, (batch * args.fit_steps, args.source_length + 1))
-    model.fit([src, tgt], tgt, batch_size=batch, epochs=1, verbose=0)
+def measure(vocab, variants, args, rng):
+    """Builds, fits and exports the model at `vocab`; times Keras and `variants`.
+
+    Returns `(rows, sizes, seconds to export, timed sequences per path)`.
+    """
     from ai_edge_litert.interpreter import Interpreter
 
+    model = build_model(vocab, args.embedding, args.units)
+    batch = 64
+    src = rng.integers(3, vocab, (batch * args.fit_steps, args.source_length))
+    tgt = rng.integers(3, vocab, (batch * args.fit_steps, args.source_length + 1))
+    model.fit([src, tgt], tgt, batch_size=batch, epochs=1, verbose=0)
     folder = Path(tempfile.mkdtemp(prefix="generic_export_"))
     model.save(folder / "model.keras")
     sizes = {KERAS: (folder / "model.keras").stat().st_size}
     generator = Seq2SeqGenerator.from_model(model, start_id=START, end_id=END)
     runners = {KERAS: lambda ids: generator.greedy(ids, max_length=args.max_length)["tokens"]}
     started = time.perf_counter()
-    for name, quantization in VARIANTS.items():
+    for name in variants:
         path = folder / f"model_{name}.tflite"
-        export.export_tflite(generator, path, quantization=quantization, max_length=args.max_length)
+        export.export_tflite(
+            generator, path, quantization=VARIANTS[name], max_length=args.max_length
+        )
         assert export.non_builtin_operators(path) == {}
         sizes[name] = path.stat().st_size
         interpreter = Interpreter(model_path=str(path), num_threads=1)
@@ -130,8 +135,7 @@ def main(argv=None):
     export_seconds = time.perf_counter() - started
 
     sources = [
-        rng.integers(3, args.vocab, (1, args.source_length)).astype("int32")
-        for _ in range(args.sources)
+        rng.integers(3, vocab, (1, args.source_length)).astype("int32") for _ in range(args.sources)
     ]
     agree = {name: 0 for name in runners}
     for ids in sources:
@@ -147,15 +151,11 @@ def main(argv=None):
                 tick = time.perf_counter()
                 runners[name](ids)
                 times[name].append(time.perf_counter() - tick)
-            _progress(r * len(sources) + i + 1, args.rounds * len(sources), "latency")
+            _progress(r * len(sources) + i + 1, args.rounds * len(sources), f"latency {vocab}")
 
     keras_median = statistics.median(times[KERAS])
     keras_mean = statistics.mean(times[KERAS])
-    rows = [
-        "| model | size (MB) | tokens equal to Keras | ms / sequence (median) | × Keras (median) "
-        "| ms / sequence (mean) | × Keras (mean) | target |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
-    ]
+    rows = []
     for name in runners:
         median, mean = statistics.median(times[name]), statistics.mean(times[name])
         ratio = median / keras_median
@@ -163,10 +163,32 @@ def main(argv=None):
         target = "reference" if name == KERAS else f"≤ {LATENCY_RATIO_TARGET}× Keras: {met}"
         label = name if name == KERAS else f"TFLite {name}"
         rows.append(
-            f"| {label} | {sizes[name] / 1e6:.2f} | {agree[name]}/{len(sources)} "
+            f"| {vocab} | {label} | {sizes[name] / 1e6:.2f} | {agree[name]}/{len(sources)} "
             f"| {1e3 * median:.1f} | {ratio:.2f} | {1e3 * mean:.1f} | {mean / keras_mean:.2f} "
             f"| {target} |"
         )
+    return rows, export_seconds, len(times[KERAS])
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    load = os.getloadavg()[0]
+    # One thread for everything (TensorFlow fixes its pools at the first op).
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    keras.utils.set_random_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    rows, export_seconds, timed = measure(args.vocab, list(VARIANTS), args, rng)
+    if args.compare_vocab:
+        # The same model with a small vocabulary: how much of the float
+        # latency is the per-token output projection (units × vocabulary).
+        more, _, _ = measure(args.compare_vocab, ["float32"], args, rng)
+        rows += more
+    header = [
+        "| vocabulary | model | size (MB) | tokens equal to Keras | ms / sequence (median) "
+        "| × Keras (median) | ms / sequence (mean) | × Keras (mean) | target |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
     body = "\n".join(
         [
             f"Model: the README quickstart model at vocabulary {args.vocab}, embedding "
@@ -174,12 +196,15 @@ def main(argv=None):
             f"`BahdanauDecoder({args.units})`, Dense output; fitted {args.fit_steps} steps on "
             f"random sequences; generator from `Seq2SeqGenerator.from_model`, exported with "
             f"`keras_attention.export.export_tflite` (three variants in {export_seconds:.0f} s). "
-            "The Keras size is the `.keras` file.  ",
+            "The Keras size is the `.keras` file. The last rows: the same model with a "
+            f"vocabulary of {args.compare_vocab}, Keras and float32 only, to show what the "
+            "per-token output projection costs.  ",
             f"Latency: batch 1, source {args.source_length} tokens, {args.max_length} tokens "
             f"decoded, one thread (TFLite `num_threads=1`; Keras intra- and inter-op threads 1), "
-            f"{len(times[KERAS])} timed sequences per path ({args.rounds} rounds over "
-            f"{len(sources)} sources), interleaved.",
+            f"{timed} timed sequences per path ({args.rounds} rounds over "
+            f"{args.sources} sources), interleaved.",
             "",
+            *header,
             *rows,
             "",
             f"Command: `{_report.command_line()}`  ",
