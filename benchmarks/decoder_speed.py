@@ -32,12 +32,23 @@ unless `--no-write`.
 
     python benchmarks/decoder_speed.py
     python benchmarks/decoder_speed.py --jit both
+    python benchmarks/decoder_speed.py --backends tensorflow,jax,torch
+
+With `--backends`, each Keras backend trains the reference and the decoders in
+a process of its own (`KERAS_BACKEND`), one after the other, with XLA where the
+backend compiles by default (JAX: `jit_compile=True`; PyTorch: eager;
+TensorFlow: `--jit`), and the table gives every model's speed as a ratio to
+the TensorFlow reference of the same run (section "Decoder training
+throughput by backend"). About 4 minutes per backend.
 """
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -60,6 +71,11 @@ from keras_attention import LuongDecoder  # noqa: E402
 
 REFERENCE = "Keras GRU + AdditiveAttention"
 SECTION = "Decoder training throughput"
+BACKEND_SECTION = "Decoder training throughput by backend"
+BACKENDS = ("tensorflow", "jax", "torch")
+# The backend's own compiled training step: XLA on JAX; PyTorch runs eagerly
+# (torch.compile of a recurrent loop is not what Keras users get by default).
+BACKEND_JIT = {"jax": True, "torch": False}
 
 
 # ------------------------------------------------------------------- models
@@ -270,11 +286,101 @@ def parse_args(argv):
     parser.add_argument("--units", type=int, default=256, help="decoder state")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
+    parser.add_argument(
+        "--backends",
+        help="comma-separated Keras backends among tensorflow, jax, torch: each in its own "
+        "process, ratios to the TensorFlow reference",
+    )
+    parser.add_argument("--worker-json", help=argparse.SUPPRESS)  # one backend's results
     return parser.parse_args(argv)
 
 
+def run_backends(args, argv):
+    """Runs this script once per backend and returns {backend: speeds}."""
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = sorted(set(backends) - set(BACKENDS))
+    if unknown:
+        raise SystemExit(f"Unknown backend(s) {unknown}; choose from {BACKENDS}")
+    if "tensorflow" not in backends:
+        backends.insert(0, "tensorflow")  # the reference
+    forwarded = []
+    skip = False
+    for a in argv:  # every option but --backends, --no-write and --jit
+        if skip:
+            skip = False
+            continue
+        if a in ("--backends", "--jit"):
+            skip = True
+            continue
+        if a.startswith(("--backends=", "--jit=")) or a == "--no-write":
+            continue
+        forwarded.append(a)
+    results = {}
+    for backend in backends:
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+            out = f.name
+        jit = args.jit if backend == "tensorflow" else ("on" if BACKEND_JIT[backend] else "off")
+        if jit == "both":
+            jit = "off"
+        print(f"backend {backend} (jit {jit})", flush=True)
+        env = dict(os.environ, KERAS_BACKEND=backend)
+        command = [sys.executable, os.path.abspath(__file__), *forwarded]
+        command += ["--jit", jit, "--no-write", "--worker-json", out]
+        subprocess.run(command, env=env, check=True)
+        with open(out, encoding="utf-8") as f:
+            results[backend] = {"jit": jit == "on", "speeds": json.load(f)}
+        os.remove(out)
+    return results
+
+
+def format_backend_table(results):
+    """One row per backend and model; ratios to the TensorFlow reference."""
+    base = statistics.median(results["tensorflow"]["speeds"][REFERENCE]["wall"])
+    base_cpu = statistics.median(results["tensorflow"]["speeds"][REFERENCE]["cpu"])
+    lines = [
+        "| backend | model | jit | tokens/s (median) | rounds | × TF reference "
+        "| × TF reference, CPU time |",
+        "|---|---|---|---:|---|---:|---:|",
+    ]
+    for backend, result in results.items():
+        for name, values in result["speeds"].items():
+            median = statistics.median(values["wall"])
+            median_cpu = statistics.median(values["cpu"])
+            rounds = ", ".join(f"{v:,.0f}" for v in values["wall"])
+            lines.append(
+                f"| {backend} | {name} | {'on' if result['jit'] else 'off'} | {median:,.0f} "
+                f"| {rounds} | {median / base:.2f}× | {median_cpu / base_cpu:.2f}× |"
+            )
+    return "\n".join(lines)
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
+    if args.backends:
+        started = time.perf_counter()
+        results = run_backends(args, argv)
+        table = format_backend_table(results)
+        wall = time.perf_counter() - started
+        print()
+        print(table)
+        if not args.no_write:
+            body = "\n\n".join(
+                [
+                    f"Command: `{_report.command_line()}`  \n"
+                    f"Machine: {_report.machine_description()}; {_report.versions()}  \n"
+                    f"Date: {_report.today()}, revision {_report.git_revision()}; "
+                    f"wall time {wall:.0f} s.",
+                    "The models and data of the section above; each backend in a process "
+                    "of its own, one after the other (`KERAS_BACKEND`), the models "
+                    "interleaved within it; ratios to the TensorFlow reference "
+                    f"({REFERENCE!r}) of this run.",
+                    table,
+                ]
+            )
+            path = _report.write_section(BACKEND_SECTION, body)
+            print(f"Wrote the table to {os.path.relpath(path)}")
+        return results
     builders = dict(MODELS)
     if args.models:
         wanted = {REFERENCE, *(n.strip() for n in args.models.split(","))}
@@ -292,6 +398,10 @@ def main(argv=None):
         results[jit] = measure(args, builders, jit)
         keras.backend.clear_session()
     wall = time.perf_counter() - started
+    if args.worker_json:
+        with open(args.worker_json, "w", encoding="utf-8") as f:
+            json.dump(results[jits[0]], f)
+        return results
     table = format_table(results, REFERENCE)
     print()
     print(table)
