@@ -21,8 +21,13 @@ First export a trained run (see docs/export.md):
     python examples/tflite_translate.py exported/tflite "A man is riding a bike."
     echo "Two dogs play in the snow." | python examples/tflite_translate.py exported/tflite
 
+Input: UTF-8 text; a line that is not UTF-8, or a sentence of more source
+tokens than the model's `max_source_length` (512, in translator.json), stops
+it with an error naming the line, before anything is translated. A blank line
+gives an empty line.
+
 Time on a 2-core CPU: about a second to start, then a few milliseconds per
-sentence for the default model. Prints one translation per line.
+sentence for the default model. Prints one translation per input line.
 """
 
 import argparse
@@ -35,6 +40,9 @@ import numpy as np
 from ai_edge_litert.interpreter import Interpreter
 
 CONFIG_FILE = "translator.json"
+# Exports that predate these fields in translator.json had the same bounds.
+DEFAULT_MAX_SOURCE_LENGTH = 512
+DEFAULT_MAX_OUTPUT_LENGTH = 1034
 
 # Unicode's White_Space property: the characters FastWordpieceTokenizer splits
 # words on (Python's str.isspace() differs: it includes U+001C..U+001F).
@@ -185,6 +193,9 @@ class LiteTranslator:
         folder: the export's `tflite/` folder.
         variant: "float32", "float16" or "int8".
         num_threads: interpreter threads.
+
+    The model truncates a source longer than `max_source_length` and does
+    not check its ids; `check_ids` does both, before any signature runs.
     """
 
     def __init__(self, folder, variant="float32", num_threads=1):
@@ -197,10 +208,29 @@ class LiteTranslator:
         self._translate = self.interpreter.get_signature_runner("translate")
         self._encode = self.interpreter.get_signature_runner("encode")
         self._decode_step = self.interpreter.get_signature_runner("decode_step")
+        self.max_source_length = self.config.get("max_source_length", DEFAULT_MAX_SOURCE_LENGTH)
+        self.max_output_length = self.config.get("max_output_length", DEFAULT_MAX_OUTPUT_LENGTH)
+
+    def check_ids(self, source_ids):
+        """Raises ValueError unless the ids fit the model: at most
+        `max_source_length` of them, each in [0, source vocabulary)."""
+        if len(source_ids) > self.max_source_length:
+            raise ValueError(
+                f"The source has {len(source_ids)} tokens, more than "
+                f"max_source_length={self.max_source_length}; split it."
+            )
+        vocabulary = len(self.source.vocab)
+        for position, i in enumerate(source_ids):
+            if not 0 <= int(i) < vocabulary:
+                raise ValueError(
+                    f"Invalid token id in the source: {int(i)} at position {position}. "
+                    f"Ids must be in [0, {vocabulary})."
+                )
 
     def translate_ids(self, source_ids):
         """Source ids → (output ids without `[END]`, attention (len, S)), with
         the `translate` signature: the greedy loop runs inside the model."""
+        self.check_ids(source_ids)
         if not source_ids:
             return [], np.zeros((0, 0), np.float32)
         out = self._translate(source_ids=np.array([source_ids], np.int32))
@@ -212,6 +242,7 @@ class LiteTranslator:
 
     def encode(self, source_ids):
         """Source ids → the decoder's first state, a dict of named arrays."""
+        self.check_ids(source_ids)
         return self._encode(source_ids=np.array([source_ids], np.int32))
 
     def decode_step(self, token, state):
@@ -228,8 +259,10 @@ class LiteTranslator:
         `decode_step`: the place for an app's own search."""
         if not source_ids:
             return [], np.zeros((0, 0), np.float32)
-        state = self.encode(source_ids)
-        max_length = self.config["max_length"] or 2 * len(source_ids) + 10
+        state = self.encode(source_ids)  # checks the ids
+        max_length = self.config["max_length"] or min(
+            2 * len(source_ids) + 10, self.max_output_length
+        )
         token, tokens, attention = self.target.start_id, [], []
         for _ in range(max_length):
             logits, weights, state = self.decode_step(token, state)
@@ -273,10 +306,46 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+def read_inputs(arguments):
+    """`(label, sentence)` pairs: the arguments, or one per line of stdin,
+    decoded line by line so that bytes that are not UTF-8 stop the script with
+    an error naming their line. Blank lines are kept."""
+    if arguments:
+        inputs = [(f"argument {i}", text) for i, text in enumerate(arguments, 1)]
+        for label, text in inputs:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as error:  # undecodable bytes in argv
+                raise SystemExit(
+                    f"tflite_translate.py: {label} is not valid UTF-8 (character {error.start})"
+                ) from None
+        return inputs
+    inputs = []
+    for number, line in enumerate(sys.stdin.buffer.read().splitlines(), 1):
+        try:
+            inputs.append((f"line {number} of standard input", line.decode("utf-8")))
+        except UnicodeDecodeError as error:
+            raise SystemExit(
+                f"tflite_translate.py: line {number} of standard input is not valid "
+                f"UTF-8 (byte 0x{line[error.start]:02x} at byte {error.start}); convert "
+                "the file to UTF-8, e.g. with iconv"
+            ) from None
+    return inputs
+
+
 def main(argv=None):
     args = parse_args(argv)
     translator = LiteTranslator(args.tflite_dir, args.variant, args.threads)
-    sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
+    inputs = read_inputs(args.sentences)
+    sentences = [text for _, text in inputs]
+    limit = translator.max_source_length
+    for label, sentence in inputs:  # all checked before any output
+        n = len(translator.source.tokenize(sentence))
+        if n > limit:
+            raise SystemExit(
+                f"tflite_translate.py: {label} has {n} source tokens, more than the "
+                f"model's max_source_length={limit}; split it into shorter sentences"
+            )
     outputs = []
     for sentence in sentences:
         text, source, target, attention = translator.translate(sentence, args.loop == "app")

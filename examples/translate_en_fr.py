@@ -485,11 +485,57 @@ def _results_table(results):
 # ------------------------------------------------------------ translate
 
 
+def read_inputs(arguments, command="translate"):
+    """`(label, sentence)` pairs: the arguments, or one per line of stdin.
+
+    Standard input is read as bytes and decoded line by line, so that bytes
+    that are not UTF-8 stop the command with an error naming their line
+    instead of a traceback. Blank lines are kept (each gets an empty
+    translation): the output has one line per input line.
+    """
+    if arguments:
+        inputs = [(f"argument {i}", text) for i, text in enumerate(arguments, 1)]
+        for label, text in inputs:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as error:  # undecodable bytes in argv
+                raise SystemExit(
+                    f"{command}: {label} is not valid UTF-8 (character {error.start})"
+                ) from None
+        return inputs
+    inputs = []
+    for number, line in enumerate(sys.stdin.buffer.read().splitlines(), 1):
+        try:
+            inputs.append((f"line {number} of standard input", line.decode("utf-8")))
+        except UnicodeDecodeError as error:
+            raise SystemExit(
+                f"{command}: line {number} of standard input is not valid UTF-8 "
+                f"(byte 0x{line[error.start]:02x} at byte {error.start}); convert the "
+                "file to UTF-8, e.g. with iconv"
+            ) from None
+    return inputs
+
+
+def check_lengths(inputs, lengths, limit, command="translate"):
+    """Stops with an error naming the first input of more than `limit` source
+    tokens: decoding time and memory grow with the source length."""
+    too_long = [(label, int(n)) for (label, _), n in zip(inputs, lengths, strict=True) if n > limit]
+    if too_long:
+        (label, n), more = too_long[0], len(too_long) - 1
+        raise SystemExit(
+            f"{command}: {label} has {n} source tokens, more than the model's "
+            f"max_source_length={limit}; split it into shorter sentences"
+            + (f" ({more} more input(s) too long)" if more else "")
+        )
+
+
 def translate(args):
-    translator, _ = load_run(args.run_dir)
-    sentences = args.sentences or [line.strip() for line in sys.stdin if line.strip()]
-    if not sentences:
+    inputs = read_inputs(args.sentences)
+    if not inputs:
         raise SystemExit("translate: give sentences as arguments or on stdin")
+    translator, _ = load_run(args.run_dir)
+    sentences = [text for _, text in inputs]
+    check_lengths(inputs, translator.source_lengths(sentences), translator.max_source_length)
     decoded = evaluation.decode_corpus(
         translator,
         sentences,
@@ -715,8 +761,17 @@ def parse_args(argv=None):
     p.add_argument("--out-dir", required=True, help="the new run folder")
     p.set_defaults(func=average)
 
-    p = commands.add_parser("translate", help="translate sentences")
-    p.add_argument("sentences", nargs="*", help="English sentences (else stdin)")
+    p = commands.add_parser(
+        "translate",
+        help="translate sentences",
+        description="Prints one translation per input, blank lines included. A "
+        "sentence of more source tokens than the model's max_source_length (512) "
+        "or a line of standard input that is not UTF-8 stops it with an error "
+        "naming the line, before anything is translated.",
+    )
+    p.add_argument(
+        "sentences", nargs="*", help="English sentences (else one per line of stdin, UTF-8)"
+    )
     p.add_argument("--run-dir", default="runs/bahdanau")
     p.add_argument("--method", choices=("greedy", "beam"), default="beam")
     p.add_argument("--beam-width", type=int, default=4)

@@ -204,7 +204,9 @@ class Seq2SeqGenerator:
     is truncated to that length, see `keras_attention.export`); outputs stop at
     `max_length` tokens, END included, at most `max_output_length`. The memory
     of a search grows as batch × beam × max_length × S for the attention
-    history.
+    history. Token ids must be in [0, vocabulary): `greedy` and `beam` refuse
+    a negative id, and, for a model of `from_model` whose source input feeds an
+    `Embedding`, an id at or past its `input_dim`, with a `ValueError`.
 
     Example:
 
@@ -357,15 +359,47 @@ class Seq2SeqGenerator:
                 "with a larger `max_source_length` (the search's memory grows with it)."
             )
         if "int" in str(source.dtype) and _is_eager(source):
-            # Negative ids would wrap to the last embedding rows.
+            # Negative ids would wrap to the last embedding rows; ids past the
+            # vocabulary fail deep in a gather on CPU and read zeros on GPU.
             values = keras.ops.convert_to_numpy(source)
-            if values.size and values.min() < 0:
-                row, col = np.argwhere(values < 0)[0]
+            vocabulary = self._source_vocabulary()
+            bad = values < 0
+            if vocabulary is not None:
+                bad |= values >= vocabulary[0]
+            if bad.any():
+                row, col = np.argwhere(bad)[0]
+                bound = "Ids must be in [0, vocabulary)."
+                if vocabulary is not None:
+                    size, name = vocabulary
+                    bound = (
+                        f"Ids must be in [0, {size}): {size} is the input_dim of the "
+                        f"Embedding {name!r} that reads the source."
+                    )
                 raise ValueError(
                     f"Invalid token id in `source`: {int(values[row, col])} at "
-                    f"[{row}, {col}]. Ids must be in [0, vocabulary)."
+                    f"[{row}, {col}]. {bound}"
                 )
         return source
+
+    def _source_vocabulary(self):
+        """`(size, layer name)` of the smallest Embedding that reads the source
+        input of `from_model`'s model, or None (unknown: explicit constructor,
+        features, or no Embedding on the input)."""
+        if "_source_vocabulary_cache" not in self.__dict__:
+            found = None
+            if self.encoder_model is not None:
+                source = self.encoder_model.inputs[0]
+                for layer in self.encoder_model.layers:
+                    if not isinstance(layer, keras.layers.Embedding):
+                        continue
+                    reads = any(
+                        any(x is source for x in node.input_tensors)
+                        for node in layer._inbound_nodes
+                    )
+                    if reads and (found is None or layer.input_dim < found[0]):
+                        found = (int(layer.input_dim), layer.name)
+            self._source_vocabulary_cache = found
+        return self._source_vocabulary_cache
 
     def encode(self, source):
         """source → `(decode_state, source_mask)`: the decoder's first state

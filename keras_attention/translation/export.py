@@ -22,16 +22,20 @@ batch of English sentences (tf.string, shape (batch,)) and tokenizes them
 does the same with beam search. The output `translation` is the tokenizer's
 text: lowercased (for a lowercasing vocabulary) with punctuation split off by
 spaces, `"un homme fait du vélo ."`; `keras_attention.translation.postprocess`
-turns it into ordinary text on the host if wanted. Loading needs TensorFlow and
-`import tensorflow_text` (which registers the tokenizer ops), not
-keras_attention.
+turns it into ordinary text on the host if wanted. A sentence longer than
+`max_source_length` source tokens (512) is truncated to it, and the output
+`truncated` says so; an empty or blank sentence gives an empty translation.
+Loading needs TensorFlow and `import tensorflow_text` (which registers the
+tokenizer ops), not keras_attention.
 
 The TFLite models hold ids in, ids out, in TFLite builtin ops only, with static
 batch 1 and a dynamic source length:
 
 - `translate(source_ids (1, S) int32)` → `tokens` (1, L), `lengths` (1,),
   `log_probs` (1,), `attention` (1, L, S): the greedy loop runs inside the model
-  (a `WHILE`).
+  (a `WHILE`). A source longer than `max_source_length` is truncated to it
+  (the app should refuse it first: a model cannot raise); S = 0 gives an empty
+  output. Ids must be in [0, source vocab_size): the model does not check.
 - `encode(source_ids)` → the decoder's first state (named tensors, listed in
   `translator.json`); the source mask is derived from the ids (0 = padding).
 - `decode_step(token (1,), **state)` → `logits` (1, V), `attention` (1, S) and
@@ -94,9 +98,16 @@ class ServingTranslator(tf.Module):
     Args:
         translator: a `Translator` (its model keeps its variables).
         max_length: int, the most output tokens (END included), or None for
-            `2 * S + 10` with S the longest source in the batch.
+            min(2 * S + 10, the generator's `max_output_length`) with S the
+            longest (truncated) source in the batch.
         beam_width: int, the beam of the `beam` signature.
         length_penalty: float, its GNMT length penalty.
+
+    Bounds: a sentence of more than `translator.max_source_length` source
+    tokens (512 by default) is truncated to its first ones; the output
+    `truncated` (batch,) bool says which were, `source_ids` holds what was
+    read. An empty or blank sentence gives an empty translation, and a batch
+    of 0 sentences 0 translations.
     """
 
     def __init__(self, translator, max_length=None, beam_width=4, length_penalty=0.6):
@@ -107,10 +118,14 @@ class ServingTranslator(tf.Module):
         self.length_penalty = length_penalty
 
     def _source_ids(self, sentences):
-        ragged = self.translator.source_tokenizer.tokenize(sentences)
-        return tf.cast(ragged.to_tensor(), tf.int32)  # (B, S), 0-padded
+        """(B,) strings → (B, S) int32 ids, 0-padded, S ≤ max_source_length,
+        and (B,) bool, the sentences cut to that length."""
+        limit = self.translator.max_source_length
+        ragged = self.translator.source_tokenizer.tokenize(sentences)  # (B, None)
+        truncated = ragged.row_lengths() > limit  # (B,)
+        return tf.cast(ragged[:, :limit].to_tensor(), tf.int32), truncated
 
-    def _outputs(self, source_ids, result):
+    def _outputs(self, source_ids, truncated, result):
         outputs = {
             "translation": self.translator.target_tokenizer.detokenize(result["tokens"]),
             "tokens": result["tokens"],  # (B, L)
@@ -118,6 +133,7 @@ class ServingTranslator(tf.Module):
             "log_probs": result["log_probs"],  # (B,)
             "attention": result["attention"],  # (B, L, S)
             "source_ids": source_ids,  # (B, S)
+            "truncated": truncated,  # (B,)
         }
         if "all_scores" in result:
             outputs["scores"] = result["scores"]
@@ -126,21 +142,21 @@ class ServingTranslator(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def greedy(self, sentences):
         """(B,) English strings → dict: `translation` (B,) French strings, ..."""
-        source_ids = self._source_ids(sentences)
+        source_ids, truncated = self._source_ids(sentences)
         result = self.translator.greedy(source_ids, max_length=self.max_length)
-        return self._outputs(source_ids, result)
+        return self._outputs(source_ids, truncated, result)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def beam(self, sentences):
         """`greedy` with beam search; adds `scores` (the ranking score)."""
-        source_ids = self._source_ids(sentences)
+        source_ids, truncated = self._source_ids(sentences)
         result = self.translator.beam(
             source_ids,
             beam_width=self.beam_width,
             length_penalty=self.length_penalty,
             max_length=self.max_length,
         )
-        return self._outputs(source_ids, result)
+        return self._outputs(source_ids, truncated, result)
 
 
 def export_saved_model(translator, path, max_length=None, beam_width=4, length_penalty=0.6):
@@ -229,6 +245,9 @@ def _tflite_config(translator, lite, variants, max_length, attention=None):
         "max_length": max_length,
         "max_length_rule": lite.manifest()["max_length_rule"],
         "max_source_length": translator.generator.max_source_length,
+        "longer_sources": "truncated to max_source_length inside the model",
+        "max_output_length": translator.generator.max_output_length,
+        "token_ids": "source ids must be in [0, source.vocab_size); the model does not check",
         "signatures": {
             "translate": {
                 "inputs": ["source_ids"],

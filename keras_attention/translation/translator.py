@@ -124,10 +124,28 @@ class Translator(tf.Module):
 
     # -------------------------------------------------------------- text
 
+    @property
+    def max_source_length(self):
+        """The most source tokens (WordPiece pieces) one sentence may have,
+        the generator's bound: `translate_en_fr.py translate` refuses a longer
+        sentence, the SavedModel and TFLite exports truncate it. `greedy` and
+        `beam` here are traced code and do not check: use `source_lengths`."""
+        return self.generator.max_source_length
+
     def tokenize_source(self, sentences):
-        """A list of str → (B, S) int32 ids, 0-padded."""
-        ragged = self.source_tokenizer.tokenize(tf.constant(list(sentences)))
+        """A list of str → (B, S) int32 ids, 0-padded; (0, 0) for no sentence.
+
+        An empty or blank sentence gives a row of padding only (its
+        translation is empty).
+        """
+        ragged = self.source_tokenizer.tokenize(tf.constant(list(sentences), dtype=tf.string))
         return tf.cast(ragged.to_tensor(), tf.int32)
+
+    def source_lengths(self, sentences):
+        """A list of str → (B,) int numpy array, the source tokens of each:
+        compare with `max_source_length` before decoding."""
+        ragged = self.source_tokenizer.tokenize(tf.constant(list(sentences), dtype=tf.string))
+        return ragged.row_lengths().numpy()
 
     def detokenize(self, tokens):
         """(B, T) ids → list of str (lowercased, space-split punctuation)."""

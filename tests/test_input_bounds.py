@@ -1,0 +1,243 @@
+"""Input bounds: every entry point bounds its source, and empty or bad input gets
+a clear answer (docs/reliability.md, "Inputs and bounds").
+
+- A source longer than `max_source_length` (512 tokens) is refused by
+  `Seq2SeqGenerator`, `translate_en_fr.py translate` and
+  `examples/tflite_translate.py` (naming the input line and the limit), and
+  truncated, visibly, by the SavedModel (`truncated`) and the TFLite model.
+- An empty or blank input gives an empty translation on every path.
+- Standard input that is not UTF-8 is an error naming the line; blank input
+  lines keep their place in the output.
+- Token ids outside [0, vocabulary) are refused by the generator and the app.
+
+One tiny run (random weights, letter vocabularies) is exported once for the
+module: the TFLite model is converted; the SavedModel's signatures are the
+functions of `ServingTranslator`, called here without the save and load (about
+10 s) that tests/test_export.py checks.
+"""
+
+import io
+import json
+import string
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from _scripts import load_script
+from ai_edge_litert.interpreter import Interpreter
+
+from keras_attention.seq2seq_generator import DEFAULT_MAX_OUTPUT_LENGTH
+from keras_attention.seq2seq_generator import DEFAULT_MAX_SOURCE_LENGTH
+from keras_attention.translation import SubwordTokenizer
+from keras_attention.translation import export
+from keras_attention.translation.model import build_translator
+from keras_attention.translation.tokenizer import RESERVED_TOKENS
+from keras_attention.translation.translator import CONFIG_FILE
+from keras_attention.translation.translator import MODEL_FILE
+from keras_attention.translation.translator import SOURCE_VOCAB
+from keras_attention.translation.translator import TARGET_VOCAB
+from keras_attention.translation.translator import load_run
+
+LIMIT = DEFAULT_MAX_SOURCE_LENGTH
+# Every letter and "." is a token, so any lowercase word is; "a": one token each.
+VOCAB = [
+    *RESERVED_TOKENS,
+    ".",
+    *string.ascii_lowercase,
+    *("##" + c for c in string.ascii_lowercase),
+]
+LONG = " ".join(["a"] * (LIMIT + 8))
+COMMANDS = ("translate_en_fr", "tflite_translate")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    keras.utils.set_random_seed(0)
+    source = SubwordTokenizer(VOCAB, lower_case=True)
+    target = SubwordTokenizer(VOCAB, lower_case=True)
+    model = build_translator(
+        source.vocab_size, target.vocab_size, embedding_dim=8, units=16, dropout=0.0, seed=0
+    )
+    run = tmp_path_factory.mktemp("run")
+    model.save(run / MODEL_FILE)
+    source.save(run / SOURCE_VOCAB)
+    target.save(run / TARGET_VOCAB)
+    (run / CONFIG_FILE).write_text(json.dumps({"attention": "bahdanau"}))
+    return run
+
+
+@pytest.fixture(scope="module")
+def translator(run_dir):
+    return load_run(run_dir)[0]
+
+
+@pytest.fixture(scope="module")
+def tflite_dir(tmp_path_factory, translator):
+    folder = tmp_path_factory.mktemp("tflite")
+    export.export_tflite(translator, folder, variants=("float32",))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def serving(translator):
+    """The SavedModel's signatures: `serving_default` is `greedy`, `beam` is `beam`."""
+    module = export.ServingTranslator(translator)
+    # The methods hold a weak reference to their module: keep it alive.
+    return {"serving_default": module.greedy, "beam": module.beam, "module": module}
+
+
+@pytest.fixture(scope="module")
+def app(tflite_dir):
+    """examples/tflite_translate.py's LiteTranslator on the float32 model."""
+    example = load_script("examples/tflite_translate.py")
+    return example.LiteTranslator(tflite_dir, "float32")
+
+
+@pytest.fixture
+def run_command(monkeypatch, tflite_dir, translator):
+    """`run_command(name, arguments, stdin=b"")` → the printed lines, running
+    `examples/<name>.py`'s `main` in this process on the module's run."""
+    scripts = {name: load_script(f"examples/{name}.py") for name in COMMANDS}
+    # The CLI loads the module's translator instead of reading the run again.
+    monkeypatch.setattr(scripts["translate_en_fr"], "load_run", lambda _: (translator, {}))
+
+    def run(name, arguments, stdin=b""):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+        if name == "translate_en_fr":
+            argv = ["translate", "--run-dir", "unused", "--method", "greedy", *arguments]
+        else:
+            argv = ["--variant", "float32", str(tflite_dir), *arguments]
+        return scripts[name].main(argv)
+
+    return run
+
+
+# ------------------------------------------------------ a bounded source
+
+
+def test_saved_model_truncates_a_long_sentence_and_says_so(serving, translator):
+    sentences = ["A man.", LONG]
+    assert translator.source_lengths(sentences)[1] > LIMIT
+    out = serving["serving_default"](tf.constant(sentences))
+    assert out["truncated"].numpy().tolist() == [False, True]
+    assert out["source_ids"].shape[1] == LIMIT
+    expected = translator.tokenize_source([LONG]).numpy()[0, :LIMIT]
+    np.testing.assert_array_equal(out["source_ids"].numpy()[1], expected)
+    assert out["tokens"].shape[1] <= DEFAULT_MAX_OUTPUT_LENGTH
+    assert out["attention"].shape[2] == LIMIT
+
+
+def test_tflite_translate_truncates_a_20000_token_source(tflite_dir, translator):
+    interpreter = Interpreter(model_path=str(tflite_dir / export.tflite_filename("float32")))
+    translate = interpreter.get_signature_runner("translate")
+    vocabulary = translator.source_tokenizer.vocab_size
+    ids = np.random.default_rng(0).integers(4, vocabulary, (1, 20_000)).astype(np.int32)
+    out = translate(source_ids=ids)
+    length, columns = out["attention"].shape[1:]
+    assert columns == LIMIT  # only the first LIMIT positions are read
+    assert length <= DEFAULT_MAX_OUTPUT_LENGTH
+    assert 0 < out["lengths"][0] <= length
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_too_long_sentence_is_refused_naming_the_line_and_the_limit(run_command, command):
+    with pytest.raises(SystemExit) as info:
+        run_command(command, [], stdin=f"A man.\n{LONG}\n".encode())
+    assert (
+        f"line 2 of standard input has {LIMIT + 8} source tokens, more than the "
+        f"model's max_source_length={LIMIT}"
+    ) in str(info.value)
+
+
+def test_translator_json_states_the_bounds_for_the_app(tflite_dir, translator):
+    config = json.loads((tflite_dir / export.TFLITE_CONFIG_FILE).read_text())
+    assert config["max_source_length"] == LIMIT
+    assert config["max_output_length"] == DEFAULT_MAX_OUTPUT_LENGTH
+    assert config["source"]["vocab_size"] == translator.source_tokenizer.vocab_size
+    assert "does not check" in config["token_ids"]
+
+
+# ------------------------------------------------------------ empty input
+
+
+@pytest.mark.parametrize("batch", [[], [""], [" \t\u00a0"], ["A man.", ""]])
+@pytest.mark.parametrize("signature", ["serving_default", "beam"])
+def test_saved_model_gives_empty_translations_for_empty_and_blank_sentences(
+    serving, signature, batch
+):
+    out = serving[signature](tf.constant(batch, dtype=tf.string))
+    assert out["translation"].shape == (len(batch),)
+    for i, sentence in enumerate(batch):
+        if not sentence.strip():
+            assert out["translation"].numpy()[i] == b""
+            assert out["lengths"].numpy()[i] == 0
+
+
+def test_tflite_translate_gives_an_empty_output_for_an_empty_source(tflite_dir, app):
+    interpreter = Interpreter(model_path=str(tflite_dir / export.tflite_filename("float32")))
+    out = interpreter.get_signature_runner("translate")(source_ids=np.zeros((1, 0), np.int32))
+    assert out["lengths"].tolist() == [0]
+    assert out["log_probs"].tolist() == [0.0]
+    assert app.translate("")[0] == app.translate(" \t")[0] == ""
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+@pytest.mark.parametrize("shape", [(1, 0), (2, 3)], ids=["empty", "all_padding"])
+def test_generator_gives_an_empty_output_for_an_empty_or_padding_source(translator, search, shape):
+    result = getattr(translator.generator, search)(np.zeros(shape, np.int32))
+    assert result["lengths"].tolist() == [0] * shape[0]
+    assert result["log_probs"].tolist() == [0.0] * shape[0]
+    assert not result["tokens"].any()
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_empty_sentence_argument_gives_an_empty_line(run_command, command, capsys):
+    outputs = run_command(command, ["", "  "])
+    assert outputs == ["", ""]
+    assert capsys.readouterr().out == "\n\n"
+
+
+# ------------------------------------------------------ standard input
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_invalid_utf8_on_stdin_is_an_error_naming_the_line(run_command, command):
+    with pytest.raises(SystemExit) as info:
+        run_command(command, [], stdin=b"A man.\nTwo \xff dogs.\n")
+    assert "line 2 of standard input is not valid UTF-8 (byte 0xff at byte 4)" in str(info.value)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_blank_input_lines_keep_one_output_line_per_input_line(run_command, command, capsys):
+    outputs = run_command(command, [], stdin=b"A man.\n\n  \nTwo dogs.\n")
+    assert len(outputs) == 4
+    assert outputs[1] == outputs[2] == ""
+    assert outputs[0] and outputs[3]
+    assert capsys.readouterr().out.split("\n")[:-1] == outputs
+
+
+# -------------------------------------------------------------- token ids
+
+
+@pytest.mark.parametrize("bad", ["negative", "vocabulary"])
+def test_generator_refuses_ids_outside_the_source_vocabulary(translator, bad):
+    vocabulary = translator.source_tokenizer.vocab_size
+    value = -1 if bad == "negative" else vocabulary
+    source = np.array([[5, 6, 7], [5, value, 0]], np.int32)
+    message = rf"`source`: {value} at \[1, 1\]. Ids must be in \[0, {vocabulary}\)"
+    for search in ("greedy", "beam"):
+        with pytest.raises(ValueError, match=message):
+            getattr(translator.generator, search)(source)
+
+
+@pytest.mark.parametrize("loop", ["model", "app"])
+def test_tflite_app_refuses_ids_outside_the_vocabulary_and_too_many(app, loop):
+    run = app.translate_ids if loop == "model" else app.translate_ids_app_loop
+    vocabulary = len(app.source.vocab)
+    for value in (-1, vocabulary):
+        with pytest.raises(ValueError, match=rf"{value} at position 1. .*\[0, {vocabulary}\)"):
+            run([5, value])
+    with pytest.raises(ValueError, match=f"more than max_source_length={LIMIT}"):
+        run([5] * (LIMIT + 1))
