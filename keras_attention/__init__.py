@@ -2,12 +2,18 @@
 
 from keras_attention.bahdanau_attention import BahdanauAttention
 from keras_attention.bahdanau_decoder import BahdanauDecoder
+from keras_attention.bahdanau_monotonic_attention import BahdanauMonotonicAttention
+from keras_attention.base_alignment_attention import BaseAlignmentAttention
 from keras_attention.base_attention import BaseAttention
 from keras_attention.base_decoder import BaseDecoder
+from keras_attention.base_monotonic_attention import BaseMonotonicAttention
+from keras_attention.location_sensitive_attention import LocationSensitiveAttention
 from keras_attention.luong_attention import LuongAttention
 from keras_attention.luong_decoder import LuongDecoder
+from keras_attention.luong_monotonic_attention import LuongMonotonicAttention
 from keras_attention.masked_softmax import MaskedSoftmax
 from keras_attention.masking import masked_softmax
+from keras_attention.monotonic_alignment import monotonic_alignment
 from keras_attention.seq2seq_generator import Seq2SeqGenerator
 
 __version__ = "0.1.0"
@@ -26,11 +32,17 @@ def __getattr__(name):
 __all__ = [
     "BahdanauAttention",
     "BahdanauDecoder",
+    "BahdanauMonotonicAttention",
+    "BaseAlignmentAttention",
     "BaseAttention",
     "BaseDecoder",
+    "BaseMonotonicAttention",
+    "LocationSensitiveAttention",
     "LuongAttention",
     "LuongDecoder",
+    "LuongMonotonicAttention",
     "MaskedSoftmax",
     "Seq2SeqGenerator",
     "masked_softmax",
+    "monotonic_alignment",
 ]

@@ -280,3 +280,203 @@ def layer_reference(layer, query, value, key=None, query_mask=None, value_mask=N
     if single_step:
         context = context[:, 0]
     return context, weights
+
+
+# ------------------------------------- attention that carries an alignment state
+#
+#   location-sensitive  f_t = conv1d(α_{t-1}), or conv1d(Σ_{s<t} α_s) when cumulative;
+#                       "same" padding (zeros outside, (width - 1) // 2 taps on the
+#                       left), no bias; location_kernel (width, 1, filters)
+#                       e_j = vᵀ tanh(W q + V k_j + U f_j + b), α_t = masked softmax
+#                       W = query_kernel, V = key_kernel, U = location_projection,
+#                       v = score_vector, b = score_bias
+#   monotonic energy    Bahdanau: as above (normalize: g, b) + r
+#                       Luong: qᵀ (W_m k_j), scale: g · qᵀ (W_m k_j); + r
+#                       W_mᵀ = key_kernel (d_k, d_q), g = score_scale, r = energy_bias
+#   p_choose            sigmoid(energy + σ n), 0 at masked keys
+#   recursive           q_j = (1 - p_{j-1}) q_{j-1} + α_{t-1,j}; α_{t,j} = p_j q_j
+#   parallel            Addons: c = exclusive cumprod of clip(1 - p, tiny, 1);
+#                       α_t = p · c · cumsum(α_{t-1} / clip(c, 1e-10, 1))
+#   hard                one-hot at the first j ≥ (first j with α_{t-1,j} > 0) with
+#                       p_j > 1/2; zeros if there is none (or α_{t-1} is all 0)
+#   initial state       location: zeros; monotonic: one-hot at the first unmasked key
+#   masks               previous weights are 0 at masked keys; a padded query gives
+#                       zero context and weights and keeps the state
+
+
+def conv1d_same(x, kernel):
+    """x (T,), kernel (width, 1, filters) → (T, filters), zero padding, TF's "same"."""
+    kernel = np.asarray(kernel, np.float64)
+    width = kernel.shape[0]
+    left = (width - 1) // 2
+    out = np.zeros((len(x), kernel.shape[-1]))
+    for j in range(len(x)):
+        for i in range(width):
+            source = j + i - left
+            if 0 <= source < len(x):
+                out[j] += x[source] * kernel[i, 0]
+    return out
+
+
+def location_sensitive_scores(q, k, previous, w):
+    """q (d_q,), k (T_v, d_k), previous (T_v,) → e (T_v,); w: the layer's weights."""
+    f = conv1d_same(previous, w["location_kernel"])  # (T_v, filters)
+    e = np.empty(len(k))
+    for j in range(len(k)):
+        hidden = (
+            w["query_kernel"].T @ q
+            + w["key_kernel"].T @ k[j]
+            + w["location_projection"].T @ f[j]
+            + w["score_bias"]
+        )
+        e[j] = w["score_vector"] @ np.tanh(hidden)
+    return e
+
+
+def monotonic_recursive(p, previous):
+    """The recurrence itself, one position at a time: p, previous (T_v,) → α (T_v,)."""
+    alpha = np.zeros(len(p))
+    q = 0.0
+    for j in range(len(p)):
+        q = previous[0] if j == 0 else (1.0 - p[j - 1]) * q + previous[j]
+        alpha[j] = p[j] * q
+    return alpha
+
+
+def monotonic_parallel(p, previous):
+    """Addons' closed form, with its clipping: p, previous (T_v,) → α (T_v,)."""
+    tiny = np.finfo(np.float64).tiny
+    c = np.ones(len(p))
+    for j in range(1, len(p)):
+        c[j] = c[j - 1] * np.clip(1.0 - p[j - 1], tiny, 1.0)
+    return p * c * np.cumsum(previous / np.clip(c, 1e-10, 1.0))
+
+
+def monotonic_hard(p, previous):
+    """One-hot at the first position at or after the previous one with p > 1/2."""
+    alpha = np.zeros(len(p))
+    attended = np.flatnonzero(np.asarray(previous) > 0)
+    if len(attended) == 0:
+        return alpha
+    for j in range(attended[0], len(p)):
+        if p[j] > 0.5:
+            alpha[j] = 1.0
+            break
+    return alpha
+
+
+MONOTONIC_REFERENCES = {
+    "recursive": monotonic_recursive,
+    "parallel": monotonic_parallel,
+    "hard": monotonic_hard,
+}
+
+
+def monotonic_energy(layer, q, k, w):
+    """Energy (T_v,) of a Bahdanau/LuongMonotonicAttention for q (d_q,), k (T_v, d_k)."""
+    config = layer.get_config()
+    if type(layer).__name__ == "BahdanauMonotonicAttention":
+        normalize = config["normalize"]
+        e = bahdanau_scores(
+            q[None],
+            k,
+            w["query_kernel"],
+            w["key_kernel"],
+            w["score_vector"],
+            float(w["score_scale"]) if normalize else None,
+            w["score_bias"] if normalize else None,
+        )[0]
+    else:
+        w_m = w["key_kernel"].T  # (d_q, d_k)
+        e = np.array([q @ (w_m @ k[j]) for j in range(len(k))])
+        if config["scale"]:
+            e = float(w["score_scale"]) * e
+    return e + float(w["energy_bias"])
+
+
+def initial_alignment_state(layer, batch, t_v, value_mask=None):
+    """The oracle of `initial_attention_state`: a dict of (batch, T_v) arrays."""
+    keep = np.ones((batch, t_v), bool) if value_mask is None else np.asarray(value_mask, bool)
+    if type(layer).__name__ == "LocationSensitiveAttention":
+        keys = ("alignment", "cumulative") if layer.get_config()["cumulative"] else ("alignment",)
+        return {key: np.zeros((batch, t_v)) for key in keys}
+    alignment = np.zeros((batch, t_v))
+    for n in range(batch):
+        unmasked = np.flatnonzero(keep[n])
+        if len(unmasked):
+            alignment[n, unmasked[0]] = 1.0
+    return {"alignment": alignment}
+
+
+def alignment_step(layer, q, k, v, state, keep, w, noise=None):
+    """One step of one batch element: q (d_q,), k (T_v, d_k), v (T_v, d_v),
+    state: dict of (T_v,), keep (T_v,) bool, noise (T_v,) standard normal or None
+    → context (d_v,), weights (T_v,), new state."""
+    state = {key: np.where(keep, s, 0.0) for key, s in state.items()}
+    if type(layer).__name__ == "LocationSensitiveAttention":
+        cumulative = layer.get_config()["cumulative"]
+        previous = state["cumulative"] if cumulative else state["alignment"]
+        e = location_sensitive_scores(q, k, previous, w)
+        alpha = masked_softmax(e[None], keep[None])[0]
+        new_state = {"alignment": alpha}
+        if cumulative:
+            new_state["cumulative"] = state["cumulative"] + alpha
+    else:
+        config = layer.get_config()
+        e = monotonic_energy(layer, q, k, w)
+        if noise is not None:
+            e = e + config["sigmoid_noise"] * noise
+        p = np.where(keep, 1.0 / (1.0 + np.exp(-e)), 0.0)
+        alpha = MONOTONIC_REFERENCES[config["mode"]](p, state["alignment"])
+        new_state = {"alignment": alpha}
+    context = np.zeros(v.shape[-1])
+    for j in range(len(v)):
+        if keep[j]:
+            context += alpha[j] * v[j]
+    return context, alpha, new_state
+
+
+def alignment_layer_reference(
+    layer, query, value, key=None, query_mask=None, value_mask=None, state=None, noise=None
+):
+    """The float64 oracle of a stateful attention layer run step by step.
+
+    query (B, T_q, d_q) or (B, d_q); state: dict of (B, T_v) arrays, or None for
+    the initial state; noise: optional (T_q, B, T_v) standard normal draws.
+    Returns (context, weights, state): (B, [T_q,] d_v), (B, [T_q,] T_v) and the
+    state after the last query (a dict of (B, T_v)).
+    """
+    query = np.asarray(query, np.float64)
+    value = np.asarray(value, np.float64)
+    key = value if key is None else np.asarray(key, np.float64)
+    single_step = query.ndim == 2
+    if single_step:
+        query = query[:, None, :]
+        if query_mask is not None:
+            query_mask = np.asarray(query_mask)[:, None]
+    batch, t_q, t_v = query.shape[0], query.shape[1], value.shape[1]
+    keep = np.ones((batch, t_v), bool) if value_mask is None else np.asarray(value_mask, bool)
+    steps = np.ones((batch, t_q), bool) if query_mask is None else np.asarray(query_mask, bool)
+    if state is None:
+        state = initial_alignment_state(layer, batch, t_v, value_mask)
+    state = {name: np.asarray(s, np.float64).copy() for name, s in state.items()}
+    w = {
+        weight.path.split("/")[-1]: np.asarray(weight.numpy(), np.float64)
+        for weight in layer.weights
+    }
+    context = np.zeros((batch, t_q, value.shape[-1]))
+    weights = np.zeros((batch, t_q, t_v))
+    for n in range(batch):
+        k = np.where(keep[n][:, None], key[n], 0.0)
+        v = np.where(keep[n][:, None], value[n], 0.0)
+        s = {name: x[n] for name, x in state.items()}
+        for t in range(t_q):
+            draw = None if noise is None else np.asarray(noise, np.float64)[t, n]
+            c, a, new = alignment_step(layer, query[n, t], k, v, s, keep[n], w, draw)
+            if steps[n, t]:
+                context[n, t], weights[n, t], s = c, a, new
+        for name in state:
+            state[name][n] = np.where(keep[n], s[name], 0.0)
+    if single_step:
+        context, weights = context[:, 0], weights[:, 0]
+    return context, weights, state

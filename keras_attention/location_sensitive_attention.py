@@ -1,0 +1,188 @@
+"""`LocationSensitiveAttention`: additive attention that also sees where it looked."""
+
+import keras
+from keras import ops
+
+from keras_attention.base_alignment_attention import BaseAlignmentAttention
+from keras_attention.masking import masked_softmax
+from keras_attention.masking import project
+
+
+def _positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"Invalid value for argument `{name}`. Expected a positive integer. "
+            f"Received: {name}={value!r}"
+        )
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class LocationSensitiveAttention(BaseAlignmentAttention):
+    """Location-sensitive attention (Chorowski et al., 2015), as in Tacotron 2.
+
+    At step t, with s the query and h_j the keys,
+
+        f_t     = conv1d(α_{t-1})   or, with cumulative=True, conv1d(Σ_{s<t} α_s)
+        e_{t,j} = vᵀ tanh(W s + V h_j + U f_{t,j} + b)
+        α_t     = softmax over the unmasked j of e_{t,·}
+
+    The convolution has `filters` output channels, `kernel_size` taps, "same"
+    padding (zeros beyond the source) and no bias; U projects its `filters`
+    channels to `units`. W, V and U have no bias; b (units,) is the only one,
+    initialized to zeros. Masked keys get weight exactly 0, and their previous
+    weights count as 0 in the convolution; a fully masked row gives zero
+    weights and context. The weights of the first step are computed from an
+    all-zero previous alignment (`initial_attention_state`).
+
+    Tacotron 2 (Shen et al., 2018) uses the cumulative form, the default.
+    NVIDIA's Tacotron 2 feeds both α_{t-1} and the cumulative weights to the
+    convolution as two channels; this layer feeds one of them.
+
+    Args:
+        units: size of the hidden layer inside the tanh.
+        filters: number of channels of the location convolution. Defaults to 32.
+        kernel_size: width of the location convolution. Defaults to 31.
+        cumulative: convolve the sum of all previous weights rather than the
+            last ones. Defaults to True.
+        kernel_initializer: initializer of W, V, U, v and the convolution.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        query: (batch, T_q, d_q), a sequence of queries run step by step, or
+            (batch, d_q) for one step.
+        value: (batch, T_v, d_v).
+        key: optional (batch, T_v, d_k); defaults to `value`.
+        previous_alignment: optional (batch, T_v) weights α_{t-1} of the step
+            before the first query; defaults to the initial state (zeros).
+        previous_cumulative: (batch, T_v) Σ_{s<t} α_s, needed with
+            `previous_alignment` when cumulative=True.
+        query_mask: optional bool (batch, T_q) or (batch,); padded queries get
+            zero context and weights and leave the state unchanged.
+        value_mask: optional bool (batch, T_v); masked keys get weight 0 and
+            are never read. Both masks are filled in automatically from a
+            masking layer upstream.
+        return_attention_scores: also return the weights.
+        return_attention_state: also return the state after the last query:
+            a dict with "alignment" (batch, T_v), and with cumulative=True
+            "cumulative" (batch, T_v).
+        training: unused (no dropout, no noise); accepted for the decoders.
+
+    Returns:
+        The context, (batch, T_q, d_v) or (batch, d_v); with
+        `return_attention_scores=True` also the weights, (batch, T_q, T_v) or
+        (batch, T_v); with `return_attention_state=True` also the state dict.
+
+    Step by step (what a decoder does): `keys = layer.precompute_keys(value)`
+    once, `state = layer.initial_attention_state(value, value_mask)`, then
+    `context, weights, state = layer.attend_step(query_t, value, keys, state,
+    value_mask=value_mask)` at every step.
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = LocationSensitiveAttention(units=16, filters=4, kernel_size=5)
+    >>> decoder_states = np.zeros((2, 3, 8), "float32")  # (batch, T_q, d_q)
+    >>> encoder_outputs = np.ones((2, 7, 12), "float32")  # (batch, T_v, d_v)
+    >>> context, weights, state = layer(
+    ...     decoder_states,
+    ...     encoder_outputs,
+    ...     return_attention_scores=True,
+    ...     return_attention_state=True,
+    ... )
+    >>> tuple(context.shape), tuple(weights.shape), sorted(state)
+    ((2, 3, 12), (2, 3, 7), ['alignment', 'cumulative'])
+    """
+
+    def __init__(
+        self,
+        units,
+        filters=32,
+        kernel_size=31,
+        cumulative=True,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _positive_int("units", units)
+        _positive_int("filters", filters)
+        _positive_int("kernel_size", kernel_size)
+        self.units = units
+        self.filters = filters
+        self.kernel_size = kernel_size
+        self.cumulative = bool(cumulative)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+    @property
+    def attention_state_keys(self):
+        return ("alignment", "cumulative") if self.cumulative else ("alignment",)
+
+    def build_score(self, query_dim, key_dim):
+        self.query_kernel = self.add_weight(
+            name="query_kernel",  # Wᵀ
+            shape=(query_dim, self.units),
+            initializer=self.kernel_initializer,
+        )
+        self.key_kernel = self.add_weight(
+            name="key_kernel",  # Vᵀ
+            shape=(key_dim, self.units),
+            initializer=self.kernel_initializer,
+        )
+        self.location_kernel = self.add_weight(
+            name="location_kernel",  # the convolution, (width, in, out)
+            shape=(self.kernel_size, 1, self.filters),
+            initializer=self.kernel_initializer,
+        )
+        self.location_projection = self.add_weight(
+            name="location_projection",  # Uᵀ
+            shape=(self.filters, self.units),
+            initializer=self.kernel_initializer,
+        )
+        self.score_vector = self.add_weight(
+            name="score_vector",  # v
+            shape=(self.units,),
+            initializer=self.kernel_initializer,
+        )
+        self.score_bias = self.add_weight(
+            name="score_bias",  # b
+            shape=(self.units,),
+            initializer="zeros",
+        )
+
+    def precompute_keys(self, key):
+        """V h_j for every key: (batch, T_v, d_k) → (batch, T_v, units)."""
+        key = ops.cast(key, self.compute_dtype)
+        return project(key, ops.cast(self.key_kernel, self.compute_dtype))
+
+    def _step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        dtype = self.compute_dtype
+        previous = state["cumulative"] if self.cumulative else state["alignment"]  # (B, T_v)
+        # The convolution runs in the state dtype (float32 under mixed
+        # precision), on weights that are already 0 at masked keys.
+        kernel = ops.cast(self.location_kernel, previous.dtype)
+        features = ops.conv(previous[:, :, None], kernel, strides=1, padding="same")
+        # features: (B, T_v, filters)
+        location = project(features, ops.cast(self.location_projection, previous.dtype))
+        location = ops.cast(location, dtype)  # (B, T_v, units)
+        projected = ops.matmul(query, ops.cast(self.query_kernel, dtype))  # (B, units)
+        hidden = projected[:, None, :] + processed_keys + location
+        hidden = hidden + ops.cast(self.score_bias, dtype)  # (B, T_v, units)
+        scores = ops.sum(ops.tanh(hidden) * ops.cast(self.score_vector, dtype), axis=-1)
+        scores = ops.cast(scores, self.state_dtype)  # (B, T_v)
+        weights = masked_softmax(scores, value_mask, axis=-1)  # (B, T_v)
+        new_state = {"alignment": weights}
+        if self.cumulative:
+            new_state["cumulative"] = state["cumulative"] + weights
+        return weights, new_state
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "units": self.units,
+                "filters": self.filters,
+                "kernel_size": self.kernel_size,
+                "cumulative": self.cumulative,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config
