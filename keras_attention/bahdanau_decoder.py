@@ -124,6 +124,7 @@ class BahdanauDecoder(BaseDecoder):
             target_embeddings_mask,
             memory_mask,
             attention_override,
+            training,
         )
         target_embeddings = prepared["target_embeddings"]
         memory = prepared["memory"]
@@ -141,7 +142,14 @@ class BahdanauDecoder(BaseDecoder):
                 inputs["x"],
                 prev,
                 lambda query: self._attend(
-                    query, memory, processed_keys, memory_mask, override, training
+                    query,
+                    memory,
+                    processed_keys,
+                    memory_mask,
+                    override,
+                    training,
+                    inputs.get("dropout_mask"),  # drawn before the loop
+                    inputs.get("noise"),
                 ),
                 cell_weights,
                 attended_weights,

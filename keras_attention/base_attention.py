@@ -246,6 +246,7 @@ class BaseAttention(keras.layers.Layer):
         query_mask=None,
         value_mask=None,
         training=None,
+        dropout_mask=None,
         *,
         _memory_zeroed=False,
     ):
@@ -263,6 +264,11 @@ class BaseAttention(keras.layers.Layer):
             query_mask: optional bool (batch, T_q) or (batch,).
             value_mask: optional bool (batch, T_v).
             training: whether dropout is active.
+            dropout_mask: optional mask from `dropout_mask(...)`, of the shape
+                of the returned weights, used instead of a draw here (and
+                whatever `training` says). Inside a loop over time (a scan),
+                pass masks drawn before the loop: a random draw inside a JAX
+                scan leaks a tracer.
 
         Returns:
             `(context, weights)`: context (batch, T_q, d_v) or (batch, d_v);
@@ -283,6 +289,8 @@ class BaseAttention(keras.layers.Layer):
                 pk_shape,
             )
         self._check_masks(query.shape, value.shape, query_mask, value_mask)
+        if dropout_mask is not None:
+            self._check_dropout_mask(query.shape, value.shape, dropout_mask.shape)
         single_step = len(query.shape) == 2
         if single_step:
             query = ops.expand_dims(query, 1)  # (B, 1, d_q)
@@ -303,7 +311,15 @@ class BaseAttention(keras.layers.Layer):
             mask = ops.cast(value_mask, "bool")[:, None, None, :]  # (B, 1, 1, T_v)
         weights = masked_softmax(scores, mask, axis=-1)  # (B, H, T_q, T_v)
         weights = ops.cast(weights, dtype)
-        weights = self.weights_dropout(weights, training=training)
+        if dropout_mask is None:
+            weights = self.weights_dropout(weights, training=training)
+        else:
+            keep = ops.cast(dropout_mask, dtype)  # 0 or 1 / (1 - rate)
+            if single_step:
+                keep = ops.expand_dims(keep, -2)  # (B, [H,] 1, T_v)
+            if self.num_heads == 1:
+                keep = ops.expand_dims(keep, 1)  # (B, 1, T_q, T_v)
+            weights = weights * keep
 
         batch = ops.shape(value)[0]
         t_v = ops.shape(value)[1]
@@ -336,6 +352,53 @@ class BaseAttention(keras.layers.Layer):
         if single_step:
             context = ops.squeeze(context, 1)  # (B, d_v)
         return context, weights
+
+    def dropout_mask(self, shape, training=None):
+        """Draws a dropout mask of the attention weights, for `attend`.
+
+        A decoder draws the masks of all its steps at once, before its loop,
+        and passes one to `attend` at each step (as Keras' RNN layers do with
+        their dropout masks): the same training on every backend, and no
+        random draw inside a JAX scan.
+
+        Args:
+            shape: the shape of the mask, e.g. (T_dec, batch, T_v) for the
+                single-step weights (batch, T_v) of T_dec steps, or
+                (T_dec, batch, num_heads, T_v) with several heads.
+            training: whether dropout is active.
+
+        Returns:
+            None when nothing is dropped (not training, or `dropout=0`);
+            otherwise a tensor of `shape` in the compute dtype, 0 where a
+            weight is dropped and 1 / (1 - dropout) elsewhere.
+        """
+        if not training or self.dropout == 0.0:
+            return None
+        ones = ops.ones(shape, dtype=self.compute_dtype)
+        # The sub-layer's seed generator: the layer's `seed` and its state in
+        # a `.keras` file serve both routes.
+        return keras.random.dropout(ones, self.dropout, seed=self.weights_dropout.seed_generator)
+
+    def _check_dropout_mask(self, query_shape, value_shape, mask_shape):
+        weights_shape = (query_shape[0],)
+        symbols = "(batch,"
+        if self.num_heads > 1:
+            weights_shape += (self.num_heads,)
+            symbols += " num_heads,"
+        if len(query_shape) == 3:
+            weights_shape += (query_shape[1],)
+            symbols += " T_q,"
+        weights_shape += (value_shape[1],)
+        symbols += " T_v)"
+        mask_shape = tuple(mask_shape)
+        if len(mask_shape) != len(weights_shape) or not all(
+            _same(a, b) for a, b in zip(mask_shape, weights_shape, strict=True)
+        ):
+            raise _arg_error(
+                "dropout_mask",
+                f"{symbols}={shape_str(weights_shape)}, the shape of the weights",
+                mask_shape,
+            )
 
     def compute_output_shape(
         self, query_shape, value_shape, key_shape=None, return_attention_scores=False

@@ -148,12 +148,13 @@ class BaseDecoder(keras.layers.Layer):
 
     # ---------------------------------------------------------- attention
 
-    def _override_weights(self, weights, memory_mask, override):
+    def _override_weights(self, weights, memory_mask, override, noise=None):
         """Replaces the attention weights (B, [T,] T_v) at decode time.
 
         "uniform": equal weight on every unmasked key. "permute": the weights
-        the model computed, shuffled among the unmasked keys. A tensor: fixed
-        weights of the shape of `weights`.
+        the model computed, shuffled among the unmasked keys (in the order of
+        `noise`, float32 of the shape of `weights`, drawn here when None). A
+        tensor: fixed weights of the shape of `weights`.
         """
         if override is None:
             return weights
@@ -173,9 +174,8 @@ class BaseDecoder(keras.layers.Layer):
             # last, in their own order, so they map onto themselves.
             length = ops.shape(weights)[-1]
             positions = ops.cast(ops.arange(length), "float32")
-            noise = keras.random.uniform(
-                ops.shape(weights), seed=self.seed_generator, dtype="float32"
-            )
+            if noise is None:
+                noise = self._permute_noise(ops.shape(weights))
             # Masked keys sort after every unmasked one, in their own order.
             big = ops.cast(length, "float32") + 2.0 + positions
             shuffled = ops.argsort(ops.where(mask, noise, big), axis=-1)
@@ -192,7 +192,26 @@ class BaseDecoder(keras.layers.Layer):
             )
         return override
 
-    def _attend(self, query, memory, processed_keys, memory_mask, override, training):
+    def _permute_noise(self, shape):
+        """The random keys that order `attention_override="permute"`."""
+        return keras.random.uniform(shape, seed=self.seed_generator, dtype="float32")
+
+    def _attend(
+        self,
+        query,
+        memory,
+        processed_keys,
+        memory_mask,
+        override,
+        training,
+        dropout_mask=None,
+        noise=None,
+    ):
+        """The attention of one step (or of all steps at once).
+
+        dropout_mask and noise: drawn before the loop (`_sequence_inputs`) for
+        a step inside it; None draws them here.
+        """
         # The memory was zeroed where masked (`_sequence_inputs`,
         # `get_decode_state`) and the keys projected from it: finite there.
         context, weights = self.attention.attend(
@@ -201,6 +220,7 @@ class BaseDecoder(keras.layers.Layer):
             processed_keys,
             value_mask=memory_mask,
             training=training,
+            dropout_mask=dropout_mask,
             _memory_zeroed=True,
         )
         # An attention layer with another policy (float32 inside a
@@ -217,7 +237,7 @@ class BaseDecoder(keras.layers.Layer):
                     "the weights needs a single-head attention layer. Received: "
                     f"num_heads={self.attention.num_heads}"
                 )
-            weights = self._override_weights(weights, memory_mask, override)
+            weights = self._override_weights(weights, memory_mask, override, noise)
             if len(weights.shape) == 2:
                 context = ops.einsum("bv,bvd->bd", weights, memory)
             else:
@@ -393,15 +413,19 @@ class BaseDecoder(keras.layers.Layer):
         target_embeddings_mask,
         memory_mask,
         attention_override,
+        training=None,
+        attend_in_loop=True,
     ):
         """Checks the inputs of `call` and prepares what the loop reads.
 
         Returns a dict: `target_embeddings` and `memory` in the compute dtype,
         `batch`, `t_enc`, `state` (a tuple), `processed_keys` (projected once
         per batch), `step_mask` (B, T) bool, `xs` (time-major: the cell's input
-        projection "x" (T, B, G·u), "mask" (T, B) and, for fixed override
-        weights, "override" (T, B, T_enc)), `fixed` (the fixed weights or
-        None) and `mode` (the override's name or None).
+        projection "x" (T, B, G·u), "mask" (T, B), for fixed override
+        weights "override" (T, B, T_enc), in training with attention dropout
+        "dropout_mask" (T, B, [H,] T_enc), and for "permute" "noise"
+        (T, B, T_enc); these two only with `attend_in_loop`), `fixed` (the
+        fixed weights or None) and `mode` (the override's name or None).
         """
         self._check_inputs(
             target_embeddings.shape,
@@ -429,11 +453,22 @@ class BaseDecoder(keras.layers.Layer):
         fixed = None if isinstance(attention_override, str) else attention_override
         if fixed is not None:
             xs["override"] = ops.transpose(ops.cast(fixed, dtype), (1, 0, 2))
+        # Every random draw of the steps happens here, before the loop, as
+        # Keras' RNN layers draw their dropout masks: the same training on
+        # every backend, and no draw inside a scan (on JAX it leaks a tracer).
+        t_enc = ops.shape(memory)[1]
+        if attend_in_loop:
+            heads = (self.attention.num_heads,) if self.attention.num_heads > 1 else ()
+            dropout_mask = self.attention.dropout_mask((steps, batch) + heads + (t_enc,), training)
+            if dropout_mask is not None:
+                xs["dropout_mask"] = dropout_mask  # (T, B, [H,] T_enc)
+            if isinstance(attention_override, str) and attention_override == "permute":
+                xs["noise"] = self._permute_noise((steps, batch, t_enc))  # (T, B, T_enc)
         return {
             "target_embeddings": target_embeddings,
             "memory": memory,
             "batch": batch,
-            "t_enc": ops.shape(memory)[1],
+            "t_enc": t_enc,
             "state": self._initial_state_tuple(initial_state, batch),
             "processed_keys": self.attention.precompute_keys(memory),  # once per batch
             "cell_weights": self._cell_weights(),  # once per batch, not per step

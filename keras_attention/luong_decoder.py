@@ -103,6 +103,9 @@ class LuongDecoder(BaseDecoder):
             target_embeddings_mask,
             memory_mask,
             attention_override,
+            training,
+            # Without input feeding the attention runs once, after the loop.
+            attend_in_loop=self.input_feeding,
         )
         memory = prepared["memory"]
         processed_keys = prepared["processed_keys"]
@@ -140,7 +143,14 @@ class LuongDecoder(BaseDecoder):
             new = self._cell_update(x, prev, cell_weights)
             override = inputs["override"] if fixed is not None else mode
             context, weights = self._attend(
-                new[0], memory, processed_keys, memory_mask, override, training
+                new[0],
+                memory,
+                processed_keys,
+                memory_mask,
+                override,
+                training,
+                inputs.get("dropout_mask"),  # drawn before the loop
+                inputs.get("noise"),
             )  # query = s_t
             output = self._combine(context, new[0])  # h̃_t
             keep = inputs["mask"][:, None]

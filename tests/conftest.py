@@ -1,12 +1,56 @@
 """Fixtures shared by every test module. Keep this small and generic."""
 
 import os
+import tempfile
 
 # Must be set before TensorFlow is first imported (by keras) to silence its notices.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# Read by JAX when first imported, here and in the processes the tests start:
+# float64 for the float64 oracles and finite differences (JAX truncates it to
+# float32 unless x64 is on), and XLA's cache on disk, keyed by the computation.
+# Called eagerly, a decoder's scan is compiled again at every call (its step is
+# a new closure), and a fresh process compiles everything again: the cache skips
+# a compilation already done.
+os.environ.setdefault("JAX_ENABLE_X64", "1")
+os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR", os.path.join(tempfile.gettempdir(), "keras_attention_jax_cache")
+)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
+
+if keras.backend.backend() == "torch":
+    import ml_dtypes  # noqa: E402
+    import torch  # noqa: E402
+
+    _tensor_array = torch.Tensor.__array__
+
+    def _numpy_array(self, dtype=None, copy=None):
+        # The tests read outputs with `np.asarray`, as on the other backends;
+        # PyTorch refuses a tensor that requires grad, and has no numpy
+        # bfloat16. Read as `keras.ops.convert_to_numpy` reads them.
+        x = self.detach().cpu()
+        if x.dtype == torch.bfloat16:
+            value = _tensor_array(x.to(torch.float32)).astype(ml_dtypes.bfloat16)
+        else:
+            value = _tensor_array(x)
+        return value if dtype is None else value.astype(dtype, copy=False)
+
+    torch.Tensor.__array__ = _numpy_array
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skips the tests marked `tensorflow` on the other Keras backends."""
+    if keras.backend.backend() == "tensorflow":
+        return
+    skip = pytest.mark.skip(
+        reason=f"needs TensorFlow itself; the Keras backend is {keras.backend.backend()}"
+    )
+    for item in items:
+        if item.get_closest_marker("tensorflow") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture

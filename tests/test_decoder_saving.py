@@ -149,7 +149,7 @@ _LOAD_SCRIPT = textwrap.dedent(
         model = keras.saving.load_model(f"{folder}/{name}.keras")
         outputs = model([inputs["source"], inputs["target"]])
         for i, x in enumerate(keras.tree.flatten(outputs)):
-            results[f"{name}/{i}"] = np.asarray(x)
+            results[f"{name}/{i}"] = keras.ops.convert_to_numpy(x)
     np.savez(f"{folder}/outputs.npz", **results)
     """
 )

@@ -10,7 +10,7 @@ import functools
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from autodiff import gradients
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -27,6 +27,8 @@ from reference import dims
 from reference import layer_reference
 from reference import make_inputs
 from reference import make_layer
+
+from keras_attention import LuongAttention
 
 ALL = list(VARIANTS)
 # One variant per score (Bahdanau, dot, general, concat), with normalize, scale and
@@ -93,7 +95,7 @@ def _explicit_call(layer, embeddings, **kwargs):
 
 def _noise(rng, tensor):
     """Random upstream gradient shaped like `tensor`, so no output is ignored."""
-    return tf.constant(rng.normal(size=tensor.shape), tensor.dtype)
+    return rng.normal(size=tensor.shape).astype(keras.backend.standardize_dtype(tensor.dtype))
 
 
 def _layer_and_inputs(variant):
@@ -207,29 +209,33 @@ def test_fully_masked_row_has_finite_gradients(variant):
     layer, inputs = _layer_and_inputs(variant)
     value_mask = np.array([[True] * 5, [False] * 5, [True, True, False, False, True]])
     query_mask = np.array([[True, True, False], [True] * 3, [True] * 3])
-    tensors = {name: tf.constant(x) for name, x in inputs.items()}
+    names = list(inputs)
     rng = np.random.default_rng(2)
-    with tf.GradientTape(persistent=True) as tape:
-        tape.watch(list(tensors.values()))
+    probes = {}
+
+    def loss(*tensors):
         context, weights = layer(
-            **tensors,
+            **dict(zip(names, tensors, strict=True)),
             query_mask=query_mask,
             value_mask=value_mask,
             return_attention_scores=True,
         )
-        loss = tf.reduce_sum(context * _noise(rng, context)) + tf.reduce_sum(
-            weights * _noise(rng, weights)
+        if not probes:  # the same upstream gradient in every trace
+            probes.update(context=_noise(rng, context), weights=_noise(rng, weights))
+        return ops.sum(ops.multiply(context, probes["context"])) + ops.sum(
+            ops.multiply(weights, probes["weights"])
         )
-    grads = tape.gradient(loss, tensors)
-    weight_grads = tape.gradient(loss, layer.trainable_variables)
-    for name, grad in grads.items():
-        grad = grad.numpy()
+
+    input_grads, weight_grads = gradients(
+        loss, [inputs[name] for name in names], layer.trainable_variables
+    )
+    for name, grad in zip(names, input_grads, strict=True):
         assert np.all(np.isfinite(grad)), name
         # Element 1 attends to nothing: its output does not depend on its inputs.
         np.testing.assert_array_equal(grad[1], 0.0)
         assert np.any(grad[[0, 2]] != 0.0), name
     for variable, grad in zip(layer.trainable_variables, weight_grads, strict=True):
-        assert np.all(np.isfinite(grad.numpy())), variable.path
+        assert np.all(np.isfinite(grad)), variable.path
 
 
 @pytest.mark.parametrize("variant", ALL)
@@ -367,6 +373,8 @@ def _assert_all_weights_changed(layers, before):
 
 
 def test_fit_with_jit_compile_lowers_loss_and_updates_weights(seed):
+    if keras.backend.backend() == "torch":
+        pytest.skip("jit_compile on PyTorch is torch.compile (minutes on a CPU), not XLA")
     model, layers = _regression_model(ONE_PER_SCORE)
     model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", jit_compile=True)
     x, y = _regression_data(seed)
@@ -378,7 +386,10 @@ def test_fit_with_jit_compile_lowers_loss_and_updates_weights(seed):
     _assert_all_weights_changed(layers, before)
 
 
+@pytest.mark.tensorflow
 def test_dropout_in_training_compiles_with_xla(seed):
+    import tensorflow as tf
+
     inputs = make_inputs("bahdanau", np.random.default_rng(seed), batch=4, t_v=9)
     plain = build(make_layer("bahdanau"), inputs)
     layer = make_layer("bahdanau", dropout=0.5, seed=seed)
@@ -418,9 +429,68 @@ def test_dropout_acts_on_weights_only_in_training(variant, seed):
     np.testing.assert_allclose(dropped[~zeroed], expected[~zeroed] * 2.0, rtol=1e-6)
 
 
+@pytest.mark.parametrize("heads", [1, 2])
+def test_dropout_mask_drops_at_the_rate_in_training_only(heads):
+    layer = LuongAttention(num_heads=heads, dropout=0.3, seed=5)
+    shape = (40, 16, 2, 10) if heads > 1 else (40, 16, 10)  # (T, batch, [H,] T_v)
+    assert layer.dropout_mask(shape, training=False) is None
+    assert layer.dropout_mask(shape) is None
+    assert LuongAttention(dropout=0.0).dropout_mask(shape, training=True) is None
+    mask = np.asarray(layer.dropout_mask(shape, training=True))
+    assert mask.shape == shape
+    assert set(np.unique(mask)) <= {0.0, np.float32(1 / 0.7)}
+    # 6,400 or 12,800 draws: the rate within 4 standard deviations.
+    fraction = np.mean(mask == 0.0)
+    assert abs(fraction - 0.3) < 4 * np.sqrt(0.3 * 0.7 / mask.size), fraction
+
+
+def _context_of(weights, value, heads):
+    """The context (B, [T_q,] d_v) of weights (B, [H,] [T_q,] T_v) over value (B, T_v, d_v)."""
+    value = value.reshape(value.shape[:2] + (heads, -1))  # (B, T_v, H, d_v / H)
+    if heads == 1:
+        weights = weights[:, None]  # (B, 1, [T_q,] T_v)
+    single_step = weights.ndim == 3
+    if single_step:
+        weights = weights[:, :, None]  # (B, H, 1, T_v)
+    context = np.einsum("bhqv,bvhd->bqhd", weights, value)
+    context = context.reshape(context.shape[:2] + (-1,))  # (B, T_q, d_v)
+    return context[:, 0] if single_step else context
+
+
+@pytest.mark.parametrize("single_step", [False, True])
+@pytest.mark.parametrize("variant", ["bahdanau", "luong_dot_heads"])
+def test_attend_applies_a_given_dropout_mask(variant, single_step, seed):
+    rng = np.random.default_rng(seed)
+    inputs = make_inputs(variant, rng, batch=4, t_v=9, single_step=single_step)
+    layer = build(make_layer(variant, dropout=0.5, seed=seed), inputs)
+    keys = layer.precompute_keys(inputs["key"])
+    _, expected = layer.attend(inputs["query"], inputs["value"], keys)
+    expected = np.asarray(expected)  # (B, [H,] [T_q,] T_v)
+    mask = rng.choice([0.0, 2.0], size=expected.shape).astype("float32")
+    # The given mask, whatever `training` says: the caller drew it for training.
+    context, weights = layer.attend(
+        inputs["query"], inputs["value"], keys, dropout_mask=mask, training=False
+    )
+    np.testing.assert_allclose(weights, expected * mask, rtol=1e-6, atol=1e-7)
+    expected_context = _context_of(expected * mask, inputs["value"], layer.num_heads)
+    np.testing.assert_allclose(context, expected_context, rtol=RTOL, atol=ATOL)
+
+
+def test_dropout_mask_of_the_wrong_shape_is_an_error():
+    inputs = make_inputs("bahdanau", np.random.default_rng(0))
+    layer = build(make_layer("bahdanau", dropout=0.5), inputs)
+    keys = layer.precompute_keys(inputs["key"])
+    with pytest.raises(ValueError, match=r"`dropout_mask`.*\(batch, T_q, T_v\)=\(2, 3, 5\)"):
+        layer.attend(inputs["query"], inputs["value"], keys, dropout_mask=np.ones((2, 5)))
+
+
 # -------------------------------------------------------------------- laws
 
-PROPERTY_SETTINGS = settings(max_examples=25, deadline=None)
+# On JAX and PyTorch every new shape is compiled or dispatched afresh (minutes
+# for 25 examples each); the laws are the same keras.ops code on every backend.
+PROPERTY_SETTINGS = settings(
+    max_examples=25 if keras.backend.backend() == "tensorflow" else 5, deadline=None
+)
 # A single key (T_v = 1) is a valid case; Keras warns about any size-1 softmax axis.
 SINGLE_KEY_WARNING = "ignore:You are using a softmax over axis -1"
 

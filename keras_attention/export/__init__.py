@@ -5,6 +5,14 @@ Needs TensorFlow (the converter and the SavedModel format); listing operators
 needs `ai-edge-litert`.
 """
 
+try:
+    import tensorflow  # noqa: F401
+except ImportError as error:
+    raise ImportError(
+        "keras_attention.export needs TensorFlow (the SavedModel format and the "
+        "TFLite converter): pip install keras-attention[tensorflow]"
+    ) from error
+
 from keras_attention.export.operators import non_builtin_operators
 from keras_attention.export.operators import tflite_operators
 from keras_attention.export.operators import tflite_subgraph_operators

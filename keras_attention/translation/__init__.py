@@ -1,5 +1,15 @@
 """English-French Multi30k translation toolkit: data, tokenizer, input pipeline."""
 
+try:
+    import tensorflow  # noqa: F401
+    import tensorflow_text  # noqa: F401
+except ImportError as error:
+    raise ImportError(
+        "keras_attention.translation needs TensorFlow and tensorflow-text (its tf.data "
+        "pipeline and tokenizer), whatever the Keras backend: "
+        "pip install keras-attention[tensorflow]"
+    ) from error
+
 from keras_attention.translation.data import ENV_VAR
 from keras_attention.translation.data import SPLIT_SIZES
 from keras_attention.translation.data import SPLITS
