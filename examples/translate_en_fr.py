@@ -66,15 +66,15 @@ PRESETS = {
         "max_train_examples": None,
         "vocab_size": 8000,
         # Smoothing (with tied embeddings) and tying measured better, the weight
-        # average not: see "The presets" in docs/translation.md.
+        # average not: see "The recipe, and why" in docs/translation.md.
         "label_smoothing": 0.1,
         "ema_momentum": 0.0,
         "tie_embeddings": True,
         # The conditional GRU decoder (Bahdanau only) measured better: see
-        # "The presets" in docs/translation.md.
+        # "The recipe, and why" in docs/translation.md.
         "conditional": True,
         # s_0 from the mean of the memory ("mean") measured better than from
-        # the encoder's final states ("final"): see "The presets" in
+        # the encoder's final states ("final"): see "The recipe, and why" in
         # docs/translation.md.
         "decoder_init": "mean",
     },

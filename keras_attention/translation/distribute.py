@@ -3,7 +3,7 @@
 `make_strategy("mirrored")` replicates the model on the local devices (GPUs,
 or CPUs made into logical devices); `make_strategy("multi-worker")` runs one
 process per machine, each told the cluster through the `TF_CONFIG` environment
-variable (see docs/translation.md). Batches are given per replica; the global
+variable (see docs/distributed.md). Batches are given per replica; the global
 batch is `per_replica_batch * strategy.num_replicas_in_sync`.
 """
 
