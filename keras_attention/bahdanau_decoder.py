@@ -38,13 +38,39 @@ class BahdanauDecoder(BaseDecoder):
     The query still comes before the step's use of the context, but it already
     knows the previous word. This costs a second cell per step.
 
+    Any Keras RNN cell can replace the built-in GRU or LSTM (`cell=`): a
+    `GRUCell`, `LSTMCell`, `SimpleRNNCell`, a `StackedRNNCells([...])` or a
+    cell of one's own (Keras' cell protocol: `call(inputs, states)` returning
+    `(output, new_states)`, a `state_size`, optionally an `output_size`). The
+    cell reads [y_{t-1}; c_t] (in a stack, the first layer reads it) with its
+    flat list of states, and s is the cell's output: for a stack, that of its
+    last layer, whose first state (h) holds it. The attention queries s_{t-1},
+    so the decoder reads it in the state before the step: the output state of
+    the last layer (for Keras' cells the output is that state; a cell of
+    one's own must follow that convention). The built-in GRU and LSTM compute
+    the same recurrence faster (the projection of y is taken out of the loop).
+
+    The attention can be stateful (`LocationSensitiveAttention`,
+    `BahdanauMonotonicAttention`, `LuongMonotonicAttention`): its state (the
+    previous weights) travels in the loop, starts from
+    `attention.initial_attention_state(memory, memory_mask)`, and stays as it
+    was at a padded target step. Such a layer takes no `attention_override`.
+
     Args:
-        units: size of the recurrent state s.
-        attention: the attention layer, e.g. `BahdanauAttention(units=256)`.
-        cell_type: "gru" (default) or "lstm".
+        units: size of the recurrent state s. Optional with `cell` (the
+            cell's output size).
+        attention: the attention layer, e.g. `BahdanauAttention(units=256)`
+            or `LocationSensitiveAttention(units=128)`.
+        cell_type: "gru" (the default when no `cell` is given) or "lstm".
         output_units: size of the deep output o_t; defaults to `units`.
-        conditional: whether to use the two-cell conditional recurrence above.
+        conditional: whether to use the two-cell conditional recurrence above
+            (built-in cells only).
         seed: seed of `attention_override="permute"`.
+        cell: a Keras RNN cell used instead of the built-in one (see above).
+            With `training`, the dropout masks of Keras' cells are drawn
+            before the loop, as `keras.layers.RNN` does; a cell of one's own
+            that draws random numbers in its `call` draws them inside the
+            loop, which JAX refuses (`UnexpectedTracerError`).
         **kwargs: base layer arguments.
 
     Call arguments:
@@ -52,6 +78,7 @@ class BahdanauDecoder(BaseDecoder):
             inputs (teacher forcing: [START] + target[:-1]).
         memory: (batch, T_enc, d_h), the encoder outputs.
         initial_state: optional s_0, (batch, units), or [h_0, c_0] for LSTM;
+            for a `cell`, one tensor per state (its flattened `state_size`);
             zeros by default.
         target_embeddings_mask: optional bool (batch, T_dec); masked steps keep
             the state and give zero outputs and weights. Filled in from an
@@ -66,31 +93,66 @@ class BahdanauDecoder(BaseDecoder):
     Returns:
         `(outputs, weights, state)`: outputs (batch, T_dec, output_units),
         weights (batch, T_dec, T_enc), the final state (batch, units) (a list
-        [h, c] for LSTM).
+        [h, c] for LSTM; for a `cell`, the list of its flattened states, or
+        one tensor for a one-state cell).
+
+    Example with a two-layer stack:
+
+    >>> import keras
+    >>> import numpy as np
+    >>> from keras_attention import BahdanauAttention
+    >>> cell = keras.layers.StackedRNNCells(
+    ...     [keras.layers.GRUCell(8), keras.layers.LSTMCell(6)]
+    ... )
+    >>> decoder = BahdanauDecoder(None, BahdanauAttention(4), cell=cell)
+    >>> y = np.zeros((2, 3, 5), "float32")  # (batch, T_dec, d_emb)
+    >>> memory = np.ones((2, 7, 10), "float32")  # (batch, T_enc, d_h)
+    >>> outputs, weights, state = decoder(y, memory)
+    >>> tuple(outputs.shape), tuple(weights.shape), [tuple(s.shape) for s in state]
+    ((2, 3, 6), (2, 3, 7), [(2, 8), (2, 6), (2, 6)])
     """
 
     def __init__(
         self,
-        units,
-        attention,
-        cell_type="gru",
+        units=None,
+        attention=None,
+        cell_type=None,
         output_units=None,
         seed=None,
         conditional=False,
+        cell=None,
         **kwargs,
     ):
-        super().__init__(units=units, attention=attention, cell_type=cell_type, seed=seed, **kwargs)
+        super().__init__(
+            units=units, attention=attention, cell_type=cell_type, seed=seed, cell=cell, **kwargs
+        )
         if not isinstance(conditional, bool):
             raise ValueError(
                 "Invalid value for argument `conditional`. Expected True or False. "
                 f"Received: conditional={conditional!r}"
             )
+        if conditional and not self._builtin_cell:
+            raise ValueError(
+                "Invalid value for argument `conditional`. The conditional recurrence "
+                "has two built-in cells (made from `units` and `cell_type`); it does "
+                f"not take a `cell`. Received: conditional=True, cell={self.cell!r}"
+            )
+        if not self._builtin_cell:
+            # The query s_{t-1} is read in the state before the step.
+            size = self._state_sizes[self._output_state]
+            if size != self.units:
+                raise ValueError(
+                    "Invalid value for argument `cell`. BahdanauDecoder queries the "
+                    "attention with the cell's previous output, which it reads in the "
+                    f"cell's output state (state {self._output_state}, of size {size}); "
+                    f"the cell's output has size {self.units}. Received: cell={self.cell!r}"
+                )
         self.output_units = output_units
         self.conditional = conditional
         # The conditional recurrence's second cell, which reads the context.
         self.attended_cell = self._make_cell("attended_cell") if conditional else None
         self.deep_output = keras.layers.Dense(
-            output_units or units,
+            output_units or self.units,
             activation="tanh",
             name="deep_output",
             dtype=self.dtype_policy,
@@ -103,9 +165,12 @@ class BahdanauDecoder(BaseDecoder):
         if self.conditional:
             self.cell.build((None, embedding_dim))
             self.attended_cell.build((None, memory_dim))
-        else:
-            self.cell.build((None, embedding_dim + memory_dim))
+        elif self._builtin_cell or not self.cell.built:
+            self.cell.build((None, embedding_dim + memory_dim))  # reads [y; c]
         self.deep_output.build((None, self.units + memory_dim + embedding_dim))
+
+    def _cell_extra_dim(self):
+        return self.memory_dim  # the context c_t
 
     def call(
         self,
@@ -137,22 +202,28 @@ class BahdanauDecoder(BaseDecoder):
 
         def step(carry, inputs):
             prev = carry["state"]
+            prev_attention = carry.get("attention")  # a stateful attention's state
             override = inputs["override"] if fixed is not None else mode
-            new, context, weights = self._recurrence(
+            new, context, weights, attention_state = self._recurrence(
                 inputs["x"],
                 prev,
-                lambda query: self._attend(
+                prev_attention,
+                lambda query, attention_state: self._attend_step(
                     query,
                     memory,
                     processed_keys,
                     memory_mask,
+                    attention_state,
                     override,
                     training,
-                    inputs.get("dropout_mask"),  # drawn before the loop
-                    inputs.get("noise"),
+                    # Drawn before the loop.
+                    dropout_mask=inputs.get("dropout_mask"),
+                    noise=inputs.get("noise"),
+                    attention_noise=inputs.get("attention_noise"),
                 ),
                 cell_weights,
                 attended_weights,
+                training,
             )
             keep = inputs["mask"][:, None]  # (B, 1)
             new = tuple(ops.where(keep, n, p) for n, p in zip(new, prev, strict=True))
@@ -162,6 +233,10 @@ class BahdanauDecoder(BaseDecoder):
             # `scan` stacks outputs of the carry's structure: the
             # step's outputs travel in the carry.
             carry = {"state": new, "context": context, "weights": weights}
+            if attention_state is not None:
+                carry["attention"] = self._keep_attention_state(
+                    keep, attention_state, prev_attention
+                )
             return carry, carry
 
         batch = prepared["batch"]
@@ -170,8 +245,12 @@ class BahdanauDecoder(BaseDecoder):
             "context": ops.zeros((batch, self.memory_dim), dtype=dtype),
             "weights": ops.zeros((batch, prepared["t_enc"]), dtype=dtype),
         }
+        if prepared["attention_state"] is not None:
+            init["attention"] = prepared["attention_state"]  # (B, T_enc) each
         last, stacked = scan(step, init, prepared["xs"])
-        states = ops.transpose(stacked["state"][0], (1, 0, 2))  # (B, T, units)
+        self._reset_cell_dropout_masks()
+        # s_t: the cell's output, held in its output state.
+        states = ops.transpose(stacked["state"][self._output_state], (1, 0, 2))  # (B, T, units)
         contexts = ops.transpose(stacked["context"], (1, 0, 2))  # (B, T, d_h)
         weights = ops.transpose(stacked["weights"], (1, 0, 2))  # (B, T, T_enc)
         outputs = self.deep_output(
@@ -200,32 +279,45 @@ class BahdanauDecoder(BaseDecoder):
         memory = decode_state["memory"]
         mask = ops.cast(decode_state["memory_mask"], "bool")
         embedding = ops.cast(target_embedding, self.compute_dtype)
-        new, context, weights = self._recurrence(
+        new, context, weights, attention_state = self._recurrence(
             self._cell_input_projection(embedding),
             prev,
-            lambda query: self._attend(
-                query, memory, decode_state["processed_keys"], mask, attention_override, False
+            self._decode_attention_state(decode_state),
+            lambda query, attention_state: self._attend_step(
+                query,
+                memory,
+                decode_state["processed_keys"],
+                mask,
+                attention_state,
+                attention_override,
+                False,
             ),
             self._cell_weights(),
             self._attended_cell_weights(),
+            False,
         )
-        output = self.deep_output(ops.concatenate([new[0], context, embedding], -1))
-        return output, weights, self._with_state(decode_state, new)
+        s = new[self._output_state]
+        output = self.deep_output(ops.concatenate([s, context, embedding], -1))
+        return output, weights, self._with_state(decode_state, new, attention_state)
 
-    def _recurrence(self, x, prev, attend, cell_weights, attended_weights):
-        """One step of the recurrence: `(new state tuple, context, weights)`.
+    def _recurrence(
+        self, x, prev, attention_state, attend, cell_weights, attended_weights, training
+    ):
+        """One step of the recurrence: `(new state tuple, context, weights, attention state)`.
 
-        x: the cell's projection of y_{t-1} (input bias included); attend: a
-        query (B, units) → (context, weights).
+        x: from `_cell_input_projection(y_{t-1})`; attention_state: the
+        stateful attention's dict or None; attend: `(query (B, units),
+        attention_state) → (context, weights, new attention state)`.
         """
         if not self.conditional:
-            context, weights = attend(prev[0])  # query = s_{t-1}
-            x = x + self._cell_extra_projection(context, cell_weights)
-            return self._cell_update(x, prev, cell_weights), context, weights
+            query = prev[self._output_state]  # s_{t-1}
+            context, weights, attention_state = attend(query, attention_state)
+            _, new = self._cell_step(x, context, prev, cell_weights, training)
+            return new, context, weights, attention_state
         middle = self._cell_update(x, prev, cell_weights)  # s'_t from y_{t-1}
-        context, weights = attend(middle[0])  # query = s'_t
+        context, weights, attention_state = attend(middle[0], attention_state)  # query = s'_t
         x = ops.matmul(context, attended_weights["kernel"]) + attended_weights["input_bias"]
-        return self._cell_update(x, middle, attended_weights), context, weights
+        return self._cell_update(x, middle, attended_weights), context, weights, attention_state
 
     def _attended_cell_weights(self):
         """The second cell's weights in the compute dtype (None unless conditional)."""

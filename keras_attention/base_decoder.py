@@ -2,16 +2,29 @@
 
 Keras 3's `RNN` cannot give a cell the encoder outputs (it has no `constants`),
 so the decoders run their own loop over time with `keras.ops.scan`: a compiled
-`while` loop when traced, also under `jit_compile=True`. The cell is a Keras
-`GRUCell` or `LSTMCell` (its weights, its initializers, its serialization); its
-update is written out here so that the projection of the target embeddings,
-which do not depend on the recurrence, is computed once for all steps instead
-of once per step.
+`while` loop when traced, also under `jit_compile=True`.
+
+Two kinds of cell. The built-in one (`units` and `cell_type`) is a Keras
+`GRUCell` or `LSTMCell` (its weights, its initializers, its serialization)
+whose update is written out here, so that the projection of the target
+embeddings, which do not depend on the recurrence, is computed once for all
+steps instead of once per step. Any other Keras RNN cell (`cell=`) is called
+as it is at every step, on the concatenation of its inputs, with its flat list
+of states.
+
+Two kinds of attention. A content-only layer (`BahdanauAttention`,
+`LuongAttention`) scores the keys against the query alone. A stateful one
+(`LocationSensitiveAttention`, the monotonic layers) also reads its own state
+(the previous weights): the loop carries that state, and `get_decode_state`
+holds it under "attention_<key>".
 """
+
+import copy
 
 import keras
 from keras import ops
 
+from keras_attention.base_alignment_attention import BaseAlignmentAttention
 from keras_attention.base_attention import BaseAttention
 from keras_attention.masking import dims_compatible as _same
 from keras_attention.masking import shape_error as _shape_error
@@ -27,40 +40,81 @@ class BaseDecoder(keras.layers.Layer):
     """Shared machinery of `BahdanauDecoder` and `LuongDecoder`.
 
     Args:
-        units: size of the recurrent state.
-        attention: a `BahdanauAttention` or `LuongAttention` layer (or its
-            serialized config).
-        cell_type: "gru" or "lstm".
+        units: size of the recurrent state (the attention's query). Optional
+            with `cell`: then the cell's output size, which `units` must
+            equal when given.
+        attention: the attention layer (or its serialized config): a
+            content-only `BahdanauAttention` or `LuongAttention`, or a
+            stateful `LocationSensitiveAttention`, `BahdanauMonotonicAttention`
+            or `LuongMonotonicAttention`.
+        cell_type: "gru" or "lstm", the built-in cell of `units` units; None
+            (the default) means "gru" unless `cell` is given.
         seed: seed of the random permutation used by
             `attention_override="permute"`.
+        cell: any Keras RNN cell instead of the built-in one (see
+            `BahdanauDecoder` and `LuongDecoder` for what it reads and which
+            of its outputs queries the attention).
         **kwargs: base layer arguments.
     """
 
-    def __init__(self, units, attention, cell_type="gru", seed=None, **kwargs):
+    def __init__(self, units=None, attention=None, cell_type=None, seed=None, cell=None, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(units, int) or units < 1:
-            raise ValueError(
-                "Invalid value for argument `units`. Expected a positive integer. "
-                f"Received: units={units!r}"
-            )
-        if cell_type not in _CELL_TYPES:
-            raise ValueError(
-                "Invalid value for argument `cell_type`. Expected one of "
-                f"{_CELL_TYPES}. Received: cell_type={cell_type!r}"
-            )
+        if isinstance(cell, dict):
+            cell = _deserialize_cell(cell)
+        if cell is not None:
+            _check_cell(cell)
+            if cell_type is not None:
+                raise ValueError(
+                    "Invalid value for argument `cell_type`. It names the built-in "
+                    "cell, and `cell` is given: pass one of them. Received: "
+                    f"cell_type={cell_type!r}, cell={cell!r}"
+                )
+            query_size = _cell_output_size(cell)
+            if units is not None and units != query_size:
+                raise ValueError(
+                    "Invalid value for argument `units`. With a `cell`, units is the "
+                    f"size of the cell's output (the attention's query), {query_size} "
+                    f"for {cell!r}; pass units=None or units={query_size}. "
+                    f"Received: units={units!r}"
+                )
+            units = query_size
+        else:
+            cell_type = "gru" if cell_type is None else cell_type
+            if isinstance(units, bool) or not isinstance(units, int) or units < 1:
+                raise ValueError(
+                    "Invalid value for argument `units`. Expected a positive integer "
+                    "(or None with a `cell`). "
+                    f"Received: units={units!r}"
+                )
+            if cell_type not in _CELL_TYPES:
+                raise ValueError(
+                    "Invalid value for argument `cell_type`. Expected one of "
+                    f"{_CELL_TYPES}. Received: cell_type={cell_type!r}"
+                )
         if isinstance(attention, dict):
             attention = keras.saving.deserialize_keras_object(attention)
-        if not isinstance(attention, BaseAttention):
+        if not isinstance(attention, BaseAttention | BaseAlignmentAttention):
             raise ValueError(
                 "Invalid value for argument `attention`. Expected a layer of "
-                "keras_attention (BahdanauAttention or LuongAttention). "
-                f"Received: attention={attention!r}"
+                "keras_attention (BahdanauAttention or LuongAttention, or a stateful "
+                "LocationSensitiveAttention, BahdanauMonotonicAttention or "
+                f"LuongMonotonicAttention). Received: attention={attention!r}"
             )
         self.units = units
-        self.cell_type = cell_type
+        self.cell_type = None if cell is not None else cell_type
         self.seed = seed
         self.attention = attention
-        self.cell = self._make_cell("cell")
+        # The built-in cell has its update written out (the fused fast path).
+        self._builtin_cell = cell is None
+        self.cell = self._make_cell("cell") if cell is None else cell
+        # Flat state sizes, and the state that holds the cell's output.
+        if cell is None:
+            self._state_sizes = [units] * (1 if cell_type == "gru" else 2)
+            self._output_state = 0
+        else:
+            self._state_sizes = keras.tree.flatten(cell.state_size)
+            self._output_state = _output_state_index(cell)
+        self._stateful_attention = bool(getattr(attention, "stateful_attention", False))
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
         self.embedding_dim = None
@@ -78,14 +132,19 @@ class BaseDecoder(keras.layers.Layer):
 
     @property
     def state_size(self):
-        return 1 if self.cell_type == "gru" else 2
+        """The number of state tensors of the cell (flattened)."""
+        return len(self._state_sizes)
 
     def _cell_input_projection(self, inputs):
         """The part of the cell's input transform that depends on `inputs` only.
 
         inputs: (..., embedding_dim) → (..., gates·units), input bias included.
+        A cell given with `cell=` reads its whole input at every step: the
+        inputs come back in the compute dtype.
         """
         dtype = self.compute_dtype
+        if not self._builtin_cell:
+            return ops.cast(inputs, dtype)
         kernel = ops.cast(self.cell.kernel, dtype)[: self.embedding_dim]
         projected = ops.matmul(ops.cast(inputs, dtype), kernel)
         return projected + self._cell_biases(self.cell)[0]
@@ -102,7 +161,10 @@ class BaseDecoder(keras.layers.Layer):
 
         A loop reads them once, before it starts, and passes them to each
         step: cast and sliced inside the loop they would be copied every step.
+        None for a cell given with `cell=` (it reads its own weights).
         """
+        if not self._builtin_cell:
+            return None
         dtype = self.compute_dtype
         weights = {
             "extra_kernel": ops.cast(self.cell.kernel, dtype)[self.embedding_dim :],
@@ -145,6 +207,71 @@ class BaseDecoder(keras.layers.Layer):
         o = ops.sigmoid(gates[:, 3 * u :])
         h = o * ops.tanh(c)
         return (h, c)
+
+    def _cell_step(self, x, extra, state, weights=None, training=None):
+        """One step of the cell: `(output (B, units), new state tuple)`.
+
+        x: from `_cell_input_projection` (of y_{t-1}); extra: None, or the
+        second part of the cell's input (the context or h̃), (B, d);
+        state: the flat state tuple; weights: from `_cell_weights`.
+        """
+        if self._builtin_cell:
+            if extra is not None:
+                x = x + self._cell_extra_projection(extra, weights)
+            new = self._cell_update(x, state, weights)
+            return new[0], new
+        if extra is not None:
+            x = ops.concatenate([x, ops.cast(extra, x.dtype)], axis=-1)  # (B, d_in)
+        # Keras' RNN convention: a list of states, one entry per element of
+        # `state_size` (itself a list for an LSTM inside StackedRNNCells).
+        sizes = self.cell.state_size
+        structure = [sizes] if isinstance(sizes, int) else list(sizes)
+        states = keras.tree.pack_sequence_as(structure, list(state))
+        kwargs = {}
+        if getattr(self.cell, "_call_has_training_arg", False):
+            kwargs["training"] = training
+        output, new = self.cell(x, states, **kwargs)
+        dtype = self.compute_dtype
+        new = tuple(ops.cast(n, dtype) for n in keras.tree.flatten(new))
+        if len(new) != len(state):
+            raise ValueError(
+                f"The cell {self.cell.name!r} returned {len(new)} state tensor(s) "
+                f"for the {len(state)} of its `state_size` ({self.cell.state_size}). "
+                "A cell's `call(inputs, states)` returns `(output, new_states)` with "
+                "new_states structured like `state_size`."
+            )
+        return ops.cast(output, dtype), new
+
+    def _cell_dropout_masks(self, batch, input_dim, training):
+        """Draws the dropout masks of Keras' cells before the loop, as `RNN` does.
+
+        A cell with `dropout` or `recurrent_dropout` (GRUCell, LSTMCell,
+        SimpleRNNCell, also inside StackedRNNCells) caches one mask per call
+        of the sequence; drawn inside the loop, on JAX, the draw would leak a
+        tracer. `_reset_cell_dropout_masks` clears them after the loop.
+        """
+        if self._builtin_cell or not training:
+            return
+        dtype = self.compute_dtype
+        cells = _sub_cells(self.cell)
+        for cell in cells:
+            if hasattr(cell, "get_dropout_mask") and hasattr(cell, "reset_dropout_mask"):
+                sizes = keras.tree.flatten(cell.state_size)
+                cell_dtype = getattr(cell, "compute_dtype", dtype)
+                cell.get_dropout_mask(ops.zeros((batch, input_dim), dtype=cell_dtype))
+                if hasattr(cell, "get_recurrent_dropout_mask"):
+                    state = ops.zeros((batch, sizes[0]), dtype=cell_dtype)
+                    cell.get_recurrent_dropout_mask(state)
+            input_dim = _cell_output_size(cell)
+
+    def _reset_cell_dropout_masks(self):
+        if self._builtin_cell:
+            return
+        for cell in _sub_cells(self.cell):
+            if hasattr(cell, "reset_dropout_mask"):
+                cell.reset_dropout_mask()
+            if hasattr(cell, "reset_recurrent_dropout_mask"):
+                cell.reset_recurrent_dropout_mask()
 
     # ---------------------------------------------------------- attention
 
@@ -191,6 +318,69 @@ class BaseDecoder(keras.layers.Layer):
                 override.shape,
             )
         return override
+
+    def _attend_step(
+        self,
+        query,
+        memory,
+        processed_keys,
+        memory_mask,
+        attention_state,
+        override,
+        training,
+        dropout_mask=None,
+        noise=None,
+        attention_noise=None,
+    ):
+        """The attention of one step: `(context, weights, new attention state)`.
+
+        attention_state: the dict of a stateful layer (None for a content-only
+        one, which `_attend` serves); attention_noise: its (B, T_enc) slice of
+        `step_noise`, drawn before the loop.
+        """
+        if not self._stateful_attention:
+            context, weights = self._attend(
+                query, memory, processed_keys, memory_mask, override, training, dropout_mask, noise
+            )
+            return context, weights, None
+        self._check_stateful_override(override)
+        context, weights, new_state = self.attention.attend_step(
+            query,
+            memory,
+            processed_keys,
+            attention_state,
+            value_mask=memory_mask,
+            training=training,
+            noise=attention_noise,
+            _memory_zeroed=True,
+        )
+        context = ops.cast(context, self.compute_dtype)
+        weights = ops.cast(weights, self.compute_dtype)
+        return context, weights, new_state
+
+    def _check_stateful_override(self, override):
+        if override is not None and self._stateful_attention:
+            what = override if isinstance(override, str) else "fixed weights"
+            raise ValueError(
+                "Invalid value for argument `attention_override`. Overriding the "
+                "weights needs a content-only attention layer (BahdanauAttention or "
+                f"LuongAttention): {type(self.attention).__name__} computes each "
+                "step's weights from its own previous ones. Received: "
+                f"attention_override={what!r}"
+            )
+
+    def _attention_state_keys(self):
+        """The keys of the attention state in the decode state ([] when content-only)."""
+        if not self._stateful_attention:
+            return []
+        return [f"attention_{key}" for key in self.attention.attention_state_keys]
+
+    @staticmethod
+    def _keep_attention_state(keep, new, previous):
+        """A padded target step (keep False, (B, 1)) leaves the attention state as it was."""
+        if previous is None:
+            return None
+        return {key: ops.where(keep, new[key], previous[key]) for key in previous}
 
     def _permute_noise(self, shape):
         """The random keys that order `attention_override="permute"`."""
@@ -276,21 +466,18 @@ class BaseDecoder(keras.layers.Layer):
                 )
         if initial_state is not None:
             states = self._as_state_tuple(initial_state)
-            for state in states:
+            for index, (state, size) in enumerate(zip(states, self._state_sizes, strict=True)):
                 shape = tuple(state.shape)
+                if self._builtin_cell:
+                    expected = f"(batch, units)=({target_shape[0]}, {self.units})"
+                    note = f"The cell has units={self.units}."
+                else:
+                    expected = f"(batch, {size})=({target_shape[0]}, {size}) for state {index}"
+                    note = f"State {index} of the cell {self.cell.name!r} has size {size}."
                 if len(shape) != 2 or not _same(shape[0], target_shape[0]):
-                    raise _shape_error(
-                        "initial_state",
-                        f"(batch, units)=({target_shape[0]}, {self.units})",
-                        shape,
-                    )
-                if shape[1] != self.units:
-                    raise _shape_error(
-                        "initial_state",
-                        f"(batch, units)=({target_shape[0]}, {self.units})",
-                        shape,
-                        f"The cell has units={self.units}.",
-                    )
+                    raise _shape_error("initial_state", expected, shape)
+                if shape[1] != size:
+                    raise _shape_error("initial_state", expected, shape, note)
         target_mask, memory_mask = masks
         for name, mask, expected in (
             ("target_embeddings_mask", target_mask, target_shape[:2]),
@@ -317,12 +504,20 @@ class BaseDecoder(keras.layers.Layer):
                 "first."
             )
 
+    def _state_keys(self):
+        """The keys of the recurrent states in the decode state, in the cell's order.
+
+        "h" (and "c" for an LSTM) for the built-in cell; "state_0", "state_1",
+        ... (the flattened `state_size`) for a cell given with `cell=`.
+        """
+        if self._builtin_cell:
+            return ["h", "c"][: self.state_size]
+        return [f"state_{i}" for i in range(self.state_size)]
+
     def _decode_state_keys(self):
         """The keys of the dict that `get_decode_state` returns, sorted."""
-        keys = ["h", "memory", "memory_mask", "processed_keys"]
-        if self.cell_type == "lstm":
-            keys.append("c")
-        return sorted(keys)
+        keys = ["memory", "memory_mask", "processed_keys"] + self._state_keys()
+        return sorted(keys + self._attention_state_keys())
 
     def _check_step_input(self, target_embedding, decode_state):
         """Checks of `step`: a built decoder, every key of the state, shapes."""
@@ -342,7 +537,7 @@ class BaseDecoder(keras.layers.Layer):
                 f"previous step(). Missing: {missing}. Received: {what}"
             )
         shape = tuple(target_embedding.shape)
-        batch = tuple(decode_state["h"].shape)[0]
+        batch = tuple(decode_state[self._state_keys()[0]].shape)[0]
         if len(shape) != 2 or not _same(shape[0], batch) or not _same(shape[1], self.embedding_dim):
             raise _shape_error(
                 "target_embedding",
@@ -353,6 +548,7 @@ class BaseDecoder(keras.layers.Layer):
 
     def _check_override(self, override, target_shape, memory_shape):
         """A fixed override has the shape of the weights: (batch, T_dec, T_enc)."""
+        self._check_stateful_override(override)
         if override is None or isinstance(override, str):
             if isinstance(override, str) and override not in _OVERRIDES:
                 raise ValueError(
@@ -381,6 +577,19 @@ class BaseDecoder(keras.layers.Layer):
             )
 
     def _as_state_tuple(self, state):
+        if not self._builtin_cell:
+            # A cell's states may come nested like its `state_size`
+            # ([h_1, [h_2, c_2]] for StackedRNNCells): flattened here.
+            states = tuple(keras.tree.flatten(state))
+            if len(states) != self.state_size:
+                shapes = ", ".join(f"(batch, {n})" for n in self._state_sizes)
+                raise ValueError(
+                    "Invalid value for argument `initial_state`. Expected "
+                    f"{self.state_size} tensor(s), one per state of the cell "
+                    f"{self.cell.name!r} (its flattened state_size), of shapes {shapes}. "
+                    f"Received: {len(states)} tensor(s)"
+                )
+            return states
         if isinstance(state, (list, tuple)):
             states = tuple(state)
         else:
@@ -396,12 +605,12 @@ class BaseDecoder(keras.layers.Layer):
     def _initial_state_tuple(self, initial_state, batch):
         dtype = self.compute_dtype
         if initial_state is None:
-            zeros = ops.zeros((batch, self.units), dtype=dtype)
-            return tuple(zeros for _ in range(self.state_size))
+            return tuple(ops.zeros((batch, size), dtype=dtype) for size in self._state_sizes)
         return tuple(ops.cast(s, dtype) for s in self._as_state_tuple(initial_state))
 
     def _state_output(self, state):
-        return state[0] if self.cell_type == "gru" else list(state)
+        """The final state `call` returns: one tensor for a one-state cell, else a list."""
+        return state[0] if len(state) == 1 else list(state)
 
     # ------------------------------------------------------ sequence call
 
@@ -420,12 +629,19 @@ class BaseDecoder(keras.layers.Layer):
 
         Returns a dict: `target_embeddings` and `memory` in the compute dtype,
         `batch`, `t_enc`, `state` (a tuple), `processed_keys` (projected once
-        per batch), `step_mask` (B, T) bool, `xs` (time-major: the cell's input
-        projection "x" (T, B, G·u), "mask" (T, B), for fixed override
-        weights "override" (T, B, T_enc), in training with attention dropout
-        "dropout_mask" (T, B, [H,] T_enc), and for "permute" "noise"
-        (T, B, T_enc); these two only with `attend_in_loop`), `fixed` (the
-        fixed weights or None) and `mode` (the override's name or None).
+        per batch), `attention_state` (the stateful attention's initial state,
+        else None), `step_mask` (B, T) bool, `xs` (time-major: the cell's input
+        projection "x" (T, B, G·u) (the embeddings (T, B, d_emb) for a cell
+        given with `cell=`), "mask" (T, B), for fixed override weights
+        "override" (T, B, T_enc), in training with attention dropout
+        "dropout_mask" (T, B, [H,] T_enc), for "permute" "noise"
+        (T, B, T_enc), and for a stateful attention that draws noise
+        "attention_noise" (T, B, T_enc); these three only with
+        `attend_in_loop`), `fixed` (the fixed weights or None) and `mode` (the
+        override's name or None).
+
+        With `training`, the dropout masks of a cell given with `cell=` are
+        drawn here too; `call` clears them after its loop.
         """
         self._check_inputs(
             target_embeddings.shape,
@@ -457,7 +673,14 @@ class BaseDecoder(keras.layers.Layer):
         # Keras' RNN layers draw their dropout masks: the same training on
         # every backend, and no draw inside a scan (on JAX it leaks a tracer).
         t_enc = ops.shape(memory)[1]
-        if attend_in_loop:
+        self._cell_dropout_masks(batch, self.embedding_dim + self._cell_extra_dim(), training)
+        attention_state = None
+        if self._stateful_attention:
+            attention_state = self.attention.initial_attention_state(memory, memory_mask)
+            noise = self.attention.step_noise((steps, batch, t_enc), training)
+            if noise is not None:
+                xs["attention_noise"] = noise  # (T, B, T_enc)
+        elif attend_in_loop:
             heads = (self.attention.num_heads,) if self.attention.num_heads > 1 else ()
             dropout_mask = self.attention.dropout_mask((steps, batch) + heads + (t_enc,), training)
             if dropout_mask is not None:
@@ -471,6 +694,7 @@ class BaseDecoder(keras.layers.Layer):
             "t_enc": t_enc,
             "state": self._initial_state_tuple(initial_state, batch),
             "processed_keys": self.attention.precompute_keys(memory),  # once per batch
+            "attention_state": attention_state,
             "cell_weights": self._cell_weights(),  # once per batch, not per step
             "step_mask": step_mask,
             "xs": xs,
@@ -480,6 +704,10 @@ class BaseDecoder(keras.layers.Layer):
 
     def _output_dim(self):
         """The size of the per-step output of `call` and `step`."""
+        raise NotImplementedError
+
+    def _cell_extra_dim(self):
+        """The size of what the cell reads after y_{t-1} (the context, h̃ or nothing)."""
         raise NotImplementedError
 
     def compute_output_spec(
@@ -502,10 +730,8 @@ class BaseDecoder(keras.layers.Layer):
         dtype = self.compute_dtype
         outputs = keras.KerasTensor((batch, steps, self._output_dim()), dtype=dtype)
         weights = keras.KerasTensor((batch, steps, memory.shape[1]), dtype=dtype)
-        state = [
-            keras.KerasTensor((batch, self.units), dtype=dtype) for _ in range(self.state_size)
-        ]
-        return outputs, weights, state[0] if self.cell_type == "gru" else state
+        state = [keras.KerasTensor((batch, size), dtype=dtype) for size in self._state_sizes]
+        return outputs, weights, self._state_output(state)
 
     def compute_mask(self, target_embeddings, previous_mask):
         return None if previous_mask is None else [previous_mask, None, None]
@@ -538,14 +764,20 @@ class BaseDecoder(keras.layers.Layer):
 
         Args:
             memory: (batch, T_enc, d_h) encoder outputs.
-            initial_state: optional (batch, units) (GRU) or [h, c] (LSTM).
+            initial_state: optional (batch, units) (GRU) or [h, c] (LSTM);
+                for a cell given with `cell=`, one tensor per state (its
+                flattened `state_size`), or one tensor for a one-state cell.
             memory_mask: optional bool (batch, T_enc).
 
         Returns:
             A dict of tensors, each with the batch as first axis, for `step`:
             "memory" (zero where `memory_mask` is False), "processed_keys",
-            "memory_mask" (float), "h", for an LSTM "c", and for a
-            `LuongDecoder` with input feeding "attentional" (h̃_0).
+            "memory_mask" (float), the recurrent state ("h", for an LSTM "c";
+            "state_0", "state_1", ... (batch, size) for a cell given with
+            `cell=`), for a stateful attention its state ("attention_<key>",
+            e.g. "attention_alignment", (batch, T_enc), float32 under mixed
+            precision), and for a `LuongDecoder` with input feeding
+            "attentional" (h̃_0).
 
         Raises:
             ValueError: when the decoder is not built (call it once on a batch
@@ -570,22 +802,31 @@ class BaseDecoder(keras.layers.Layer):
             # A float mask: every entry of the state can be tiled and gathered
             # alike by a beam search.
             "memory_mask": ops.cast(memory_mask, self.compute_dtype),
-            "h": state[0],
         }
-        if self.cell_type == "lstm":
-            decode_state["c"] = state[1]
+        decode_state.update(zip(self._state_keys(), state, strict=True))
+        if self._stateful_attention:
+            initial = self.attention.initial_attention_state(memory, ops.cast(memory_mask, "bool"))
+            for key in self.attention.attention_state_keys:
+                decode_state[f"attention_{key}"] = initial[key]  # (B, T_enc)
         return decode_state
 
     def _decode_state_tuple(self, decode_state):
-        if self.cell_type == "gru":
-            return (decode_state["h"],)
-        return (decode_state["h"], decode_state["c"])
+        return tuple(decode_state[key] for key in self._state_keys())
 
-    def _with_state(self, decode_state, state):
+    def _decode_attention_state(self, decode_state):
+        """The stateful attention's state dict in a decode state (None when content-only)."""
+        if not self._stateful_attention:
+            return None
+        return {
+            key: decode_state[f"attention_{key}"] for key in self.attention.attention_state_keys
+        }
+
+    def _with_state(self, decode_state, state, attention_state=None):
         new = dict(decode_state)
-        new["h"] = state[0]
-        if self.cell_type == "lstm":
-            new["c"] = state[1]
+        new.update(zip(self._state_keys(), state, strict=True))
+        if attention_state is not None:
+            for key, value in attention_state.items():
+                new[f"attention_{key}"] = value
         return new
 
     def get_config(self):
@@ -596,6 +837,9 @@ class BaseDecoder(keras.layers.Layer):
                 "attention": keras.saving.serialize_keras_object(self.attention),
                 "cell_type": self.cell_type,
                 "seed": self.seed,
+                "cell": None
+                if self._builtin_cell
+                else keras.saving.serialize_keras_object(self.cell),
             }
         )
         return config
@@ -604,4 +848,67 @@ class BaseDecoder(keras.layers.Layer):
     def from_config(cls, config):
         config = dict(config)
         config["attention"] = keras.saving.deserialize_keras_object(config["attention"])
+        if isinstance(config.get("cell"), dict):
+            config["cell"] = _deserialize_cell(config["cell"])
         return cls(**config)
+
+
+# ------------------------------------------------------------- RNN cells
+
+
+def _deserialize_cell(config):
+    # A copy: StackedRNNCells.from_config pops "cells" from the dict it gets,
+    # which would empty the caller's config.
+    return keras.saving.deserialize_keras_object(copy.deepcopy(config))
+
+
+def _check_cell(cell):
+    """A Keras RNN cell: a layer with `call(inputs, states)` and a `state_size`."""
+    hint = ""
+    if isinstance(cell, keras.layers.RNN):
+        hint = (
+            " A recurrent layer runs its own loop over time; pass its cell "
+            "(keras.layers.GRUCell instead of keras.layers.GRU)."
+        )
+    sizes = getattr(cell, "state_size", None) if isinstance(cell, keras.layers.Layer) else None
+    if hint or sizes is None:
+        raise ValueError(
+            "Invalid value for argument `cell`. Expected a Keras RNN cell: a layer "
+            "with `call(inputs, states)` returning `(output, new_states)` and a "
+            "`state_size` attribute, e.g. keras.layers.GRUCell(256), LSTMCell, "
+            f"SimpleRNNCell or StackedRNNCells([...]). Received: cell={cell!r}" + hint
+        )
+    flat = keras.tree.flatten(sizes)
+    if not flat or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in flat):
+        raise ValueError(
+            "Invalid value for argument `cell`. Its `state_size` must be a positive "
+            "integer or a (nested) list of them, one per state tensor (batch, size). "
+            f"Received: cell={cell!r} with state_size={sizes!r}"
+        )
+
+
+def _sub_cells(cell):
+    """The cells of a StackedRNNCells, bottom to top; `[cell]` for any other."""
+    if isinstance(cell, keras.layers.StackedRNNCells):
+        return list(cell.cells)
+    return [cell]
+
+
+def _output_state_index(cell):
+    """The index, in the flattened states, of the state that holds the output.
+
+    Keras' convention: a cell's output is its first state (h), and the output
+    of StackedRNNCells is that of its last cell.
+    """
+    if isinstance(cell, keras.layers.StackedRNNCells):
+        below = sum(len(keras.tree.flatten(c.state_size)) for c in cell.cells[:-1])
+        return below + _output_state_index(cell.cells[-1])
+    return 0
+
+
+def _cell_output_size(cell):
+    """`cell.output_size`, or, as Keras' RNN reads it, the size of its output state."""
+    size = getattr(cell, "output_size", None)
+    if size is None:
+        size = keras.tree.flatten(cell.state_size)[_output_state_index(cell)]
+    return int(size)

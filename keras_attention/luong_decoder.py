@@ -23,19 +23,45 @@ class LuongDecoder(BaseDecoder):
     depends on the attention, and the attention runs once over all steps in
     parallel.
 
+    Any Keras RNN cell can replace the built-in GRU or LSTM (`cell=`): a
+    `GRUCell`, `LSTMCell`, `SimpleRNNCell`, a `StackedRNNCells([...])` or a
+    cell of one's own (Keras' cell protocol: `call(inputs, states)` returning
+    `(output, new_states)`, a `state_size`, optionally an `output_size`). The
+    cell reads [y_{t-1}; h̃_{t-1}] (y_{t-1} alone without input feeding; in a
+    stack, the first layer reads it) with its flat list of states, and s_t,
+    the query, is the cell's output: for a stack, that of its last layer.
+    The built-in GRU and LSTM compute the same recurrence faster (the
+    projection of y is taken out of the loop).
+
+    The attention can be stateful (`LocationSensitiveAttention`,
+    `BahdanauMonotonicAttention`, `LuongMonotonicAttention`): its state (the
+    previous weights) travels in the loop, starts from
+    `attention.initial_attention_state(memory, memory_mask)`, and stays as it
+    was at a padded target step. Without input feeding it then runs step by
+    step in the loop too (its weights depend on the previous ones). Such a
+    layer takes no `attention_override`.
+
     Args:
-        units: size of the recurrent state s.
-        attention: the attention layer, e.g. `LuongAttention("general")`.
-        cell_type: "gru" (default) or "lstm".
+        units: size of the recurrent state s. Optional with `cell` (the
+            cell's output size).
+        attention: the attention layer, e.g. `LuongAttention("general")` or
+            `LuongMonotonicAttention()`.
+        cell_type: "gru" (the default when no `cell` is given) or "lstm".
         input_feeding: feed h̃_{t-1} to the cell. Defaults to True.
         output_units: size of h̃; defaults to `units`.
         seed: seed of `attention_override="permute"`.
+        cell: a Keras RNN cell used instead of the built-in one (see above).
+            With `training`, the dropout masks of Keras' cells are drawn
+            before the loop, as `keras.layers.RNN` does; a cell of one's own
+            that draws random numbers in its `call` draws them inside the
+            loop, which JAX refuses (`UnexpectedTracerError`).
         **kwargs: base layer arguments.
 
     Call arguments:
         target_embeddings: (batch, T_dec, d_emb) decoder input embeddings.
         memory: (batch, T_enc, d_h) encoder outputs.
-        initial_state: optional (batch, units), or [h_0, c_0] for LSTM.
+        initial_state: optional (batch, units), or [h_0, c_0] for LSTM; for a
+            `cell`, one tensor per state (its flattened `state_size`).
         target_embeddings_mask: optional bool (batch, T_dec); filled in from
             `Embedding(mask_zero=True)` automatically.
         memory_mask: optional bool (batch, T_enc); filled in from the encoder
@@ -47,24 +73,47 @@ class LuongDecoder(BaseDecoder):
     Returns:
         `(outputs, weights, state)`: h̃ (batch, T_dec, output_units), weights
         (batch, T_dec, T_enc), the final state (batch, units) (a list [h, c]
-        for LSTM).
+        for LSTM; for a `cell`, the list of its flattened states, or one
+        tensor for a one-state cell).
+
+    Example with a location-sensitive attention:
+
+    >>> import keras
+    >>> import numpy as np
+    >>> from keras_attention import LocationSensitiveAttention
+    >>> decoder = LuongDecoder(
+    ...     None,
+    ...     LocationSensitiveAttention(units=4, filters=2, kernel_size=3),
+    ...     cell=keras.layers.SimpleRNNCell(6),
+    ... )
+    >>> y = np.zeros((2, 3, 5), "float32")  # (batch, T_dec, d_emb)
+    >>> memory = np.ones((2, 7, 10), "float32")  # (batch, T_enc, d_h)
+    >>> outputs, weights, state = decoder(y, memory)
+    >>> tuple(outputs.shape), tuple(weights.shape), tuple(state.shape)
+    ((2, 3, 6), (2, 3, 7), (2, 6))
+    >>> state = decoder.get_decode_state(memory)
+    >>> sorted(k for k in state if k not in ("memory", "memory_mask", "processed_keys"))
+    ['attention_alignment', 'attention_cumulative', 'attentional', 'state_0']
     """
 
     def __init__(
         self,
-        units,
-        attention,
-        cell_type="gru",
+        units=None,
+        attention=None,
+        cell_type=None,
         input_feeding=True,
         output_units=None,
         seed=None,
+        cell=None,
         **kwargs,
     ):
-        super().__init__(units=units, attention=attention, cell_type=cell_type, seed=seed, **kwargs)
+        super().__init__(
+            units=units, attention=attention, cell_type=cell_type, seed=seed, cell=cell, **kwargs
+        )
         self.input_feeding = bool(input_feeding)
         self.output_units = output_units
         self.attentional = keras.layers.Dense(
-            output_units or units,
+            output_units or self.units,
             activation="tanh",
             use_bias=False,
             name="combine",
@@ -79,9 +128,12 @@ class LuongDecoder(BaseDecoder):
         # A deserialized attention layer arrives already built.
         if not self.attention.built:
             self.attention.build((None, self.units), (None, None, memory_dim))
-        extra = self.attentional_units if self.input_feeding else 0
-        self.cell.build((None, embedding_dim + extra))
+        if self._builtin_cell or not self.cell.built:
+            self.cell.build((None, embedding_dim + self._cell_extra_dim()))
         self.attentional.build((None, memory_dim + self.units))
+
+    def _cell_extra_dim(self):
+        return self.attentional_units if self.input_feeding else 0  # h̃_{t-1}
 
     def _combine(self, context, state):
         return self.attentional(ops.concatenate([context, state], axis=-1))
@@ -96,6 +148,9 @@ class LuongDecoder(BaseDecoder):
         attention_override=None,
         training=None,
     ):
+        # Without input feeding a content-only attention runs once, after the
+        # loop; a stateful one reads its previous weights, so it stays inside.
+        parallel = not self.input_feeding and not self._stateful_attention
         prepared = self._sequence_inputs(
             target_embeddings,
             memory,
@@ -104,8 +159,7 @@ class LuongDecoder(BaseDecoder):
             memory_mask,
             attention_override,
             training,
-            # Without input feeding the attention runs once, after the loop.
-            attend_in_loop=self.input_feeding,
+            attend_in_loop=not parallel,
         )
         memory = prepared["memory"]
         processed_keys = prepared["processed_keys"]
@@ -114,21 +168,29 @@ class LuongDecoder(BaseDecoder):
         fixed, mode = prepared["fixed"], prepared["mode"]
         cell_weights = prepared["cell_weights"]
         dtype = self.compute_dtype
+        batch = prepared["batch"]
 
-        if not self.input_feeding:
+        if parallel:
             # The recurrence does not read the attention: run it alone, then
             # attend for all steps at once.
             def recur(carry, inputs):
                 prev = carry["state"]
-                new = self._cell_update(inputs["x"], prev, cell_weights)
+                output, new = self._cell_step(inputs["x"], None, prev, cell_weights, training)
                 keep = inputs["mask"][:, None]
                 new = tuple(ops.where(keep, n, p) for n, p in zip(new, prev, strict=True))
                 carry = {"state": new}
+                if not self._builtin_cell:
+                    carry["output"] = output  # s_t; for Keras' cells also a state
                 return carry, carry
 
             xs.pop("override", None)  # applied below, to all steps at once
-            last, stacked = scan(recur, {"state": prepared["state"]}, xs)
-            states = ops.transpose(stacked["state"][0], (1, 0, 2))  # (B, T, units)
+            init = {"state": prepared["state"]}
+            if not self._builtin_cell:
+                init["output"] = ops.zeros((batch, self.units), dtype=dtype)
+            last, stacked = scan(recur, init, xs)
+            self._reset_cell_dropout_masks()
+            queries = stacked["output"] if not self._builtin_cell else stacked["state"][0]
+            states = ops.transpose(queries, (1, 0, 2))  # (B, T, units)
             override = fixed if fixed is not None else mode
             contexts, weights = self._attend(
                 states, memory, processed_keys, memory_mask, override, training
@@ -139,37 +201,47 @@ class LuongDecoder(BaseDecoder):
 
         def step(carry, inputs):
             prev = carry["state"]
-            x = inputs["x"] + self._cell_extra_projection(carry["outputs"], cell_weights)
-            new = self._cell_update(x, prev, cell_weights)
+            prev_attention = carry.get("attention")  # a stateful attention's state
+            feed = carry["outputs"] if self.input_feeding else None  # h̃_{t-1}
+            output, new = self._cell_step(inputs["x"], feed, prev, cell_weights, training)
             override = inputs["override"] if fixed is not None else mode
-            context, weights = self._attend(
-                new[0],
+            context, weights, attention_state = self._attend_step(
+                output,  # query = s_t
                 memory,
                 processed_keys,
                 memory_mask,
+                prev_attention,
                 override,
                 training,
-                inputs.get("dropout_mask"),  # drawn before the loop
-                inputs.get("noise"),
-            )  # query = s_t
-            output = self._combine(context, new[0])  # h̃_t
+                # Drawn before the loop.
+                dropout_mask=inputs.get("dropout_mask"),
+                noise=inputs.get("noise"),
+                attention_noise=inputs.get("attention_noise"),
+            )
+            attentional = self._combine(context, output)  # h̃_t
             keep = inputs["mask"][:, None]
             new = tuple(ops.where(keep, n, p) for n, p in zip(new, prev, strict=True))
             # A padded step keeps h̃ for the next real step, like the state.
             carry = {
                 "state": new,
-                "outputs": ops.where(keep, output, carry["outputs"]),
+                "outputs": ops.where(keep, attentional, carry["outputs"]),
                 "weights": ops.where(keep, weights, ops.zeros_like(weights)),
             }
+            if attention_state is not None:
+                carry["attention"] = self._keep_attention_state(
+                    keep, attention_state, prev_attention
+                )
             return carry, carry
 
-        batch = prepared["batch"]
         init = {
             "state": prepared["state"],
             "outputs": ops.zeros((batch, self.attentional_units), dtype=dtype),
             "weights": ops.zeros((batch, prepared["t_enc"]), dtype=dtype),
         }
+        if prepared["attention_state"] is not None:
+            init["attention"] = prepared["attention_state"]  # (B, T_enc) each
         last, stacked = scan(step, init, xs)
+        self._reset_cell_dropout_masks()
         outputs = ops.transpose(stacked["outputs"], (1, 0, 2))  # (B, T, units)
         weights = ops.transpose(stacked["weights"], (1, 0, 2))  # (B, T, T_enc)
         outputs = outputs * ops.cast(step_mask, dtype)[:, :, None]
@@ -206,22 +278,22 @@ class LuongDecoder(BaseDecoder):
         self._check_step_input(target_embedding, decode_state)
         prev = self._decode_state_tuple(decode_state)
         embedding = ops.cast(target_embedding, self.compute_dtype)
-        x = self._cell_input_projection(embedding)
-        cell_weights = self._cell_weights()
-        if self.input_feeding:
-            x = x + self._cell_extra_projection(decode_state["attentional"], cell_weights)
-        new = self._cell_update(x, prev, cell_weights)
+        feed = decode_state["attentional"] if self.input_feeding else None  # h̃_{t-1}
+        query, new = self._cell_step(
+            self._cell_input_projection(embedding), feed, prev, self._cell_weights(), False
+        )
         mask = ops.cast(decode_state["memory_mask"], "bool")
-        context, weights = self._attend(
-            new[0],
+        context, weights, attention_state = self._attend_step(
+            query,  # s_t
             decode_state["memory"],
             decode_state["processed_keys"],
             mask,
+            self._decode_attention_state(decode_state),
             attention_override,
             False,
         )
-        output = self._combine(context, new[0])
-        decode_state = self._with_state(decode_state, new)
+        output = self._combine(context, query)
+        decode_state = self._with_state(decode_state, new, attention_state)
         if self.input_feeding:
             decode_state["attentional"] = output
         return output, weights, decode_state

@@ -99,6 +99,8 @@ def monotonic_alignment(p_choose, previous_alignment, mode="parallel"):
         return p_choose * cumprod * ops.cumsum(previous_alignment / divisor, axis=1)
     # "hard": drop the choices before the previous position, then keep the
     # first choice left: p · Π_{i<j} (1 - p_i) is 1 there and 0 elsewhere.
+    # With 0/1 choices the product is 1 exactly where Σ_{i<j} p_i = 0: a
+    # cumulative sum (TFLite has no builtin cumulative product).
     p_choose = p_choose * ops.cumsum(previous_alignment, axis=1)  # (B, T_v)
-    not_chosen_before = ops.cumprod(_shift_right(1.0 - p_choose, 1.0), axis=1)
+    not_chosen_before = ops.cast(ops.equal(exclusive_cumsum(p_choose), 0.0), p_choose.dtype)
     return p_choose * not_chosen_before
