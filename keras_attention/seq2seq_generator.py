@@ -544,7 +544,7 @@ class Seq2SeqGenerator:
         source = self._check_source(source)
         max_length = self.resolve_max_length(source.shape[1], max_length)
         fn = self._compiled_fn(("greedy",), lambda s, n: self.greedy_graph(s, n))
-        return _public(fn(source, ops.convert_to_tensor(max_length, "int32")))
+        return _public(fn(source, max_length))
 
     def beam(
         self,
@@ -575,20 +575,34 @@ class Seq2SeqGenerator:
             key,
             lambda s, n: self.beam_graph(s, beam_width, length_penalty, coverage_penalty, n),
         )
-        result = fn(source, ops.convert_to_tensor(max_length, "int32"))
+        result = fn(source, max_length)
         out = _public(result)
         for name in ("scores", "all_tokens", "all_scores"):
             out[name] = keras.ops.convert_to_numpy(result[name])
         return out
 
     def _compiled_fn(self, key, fn):
+        """`fn(source, max_length)` compiled for the backend, kept under `key`.
+
+        TensorFlow: a `tf.function`, max_length a tensor (no retracing per
+        length). JAX: `jax.jit`, compiled once per source shape and
+        max_length (the search's buffers have max_length rows), the variables'
+        current values passed in at every call, so weights trained after the
+        first call are used. PyTorch: eager.
+        """
         key = tuple(str(k) for k in key)
         if key not in self._compiled:
-            if keras.backend.backend() == "tensorflow":
+            backend = keras.backend.backend()
+            if backend == "tensorflow":
                 import tensorflow as tf
 
-                fn = tf.function(fn, reduce_retracing=True)
-            self._compiled[key] = fn
+                traced = tf.function(fn, reduce_retracing=True)
+                compiled = lambda s, n: traced(s, ops.convert_to_tensor(n, "int32"))  # noqa: E731
+            elif backend == "jax":
+                compiled = _jax_jit(fn, self.variables)
+            else:
+                compiled = lambda s, n: fn(s, ops.convert_to_tensor(n, "int32"))  # noqa: E731
+            self._compiled[key] = compiled
         return self._compiled[key]
 
     # ------------------------------------------------------------- export
@@ -604,6 +618,28 @@ class Seq2SeqGenerator:
             for v in getattr(part, "variables", []):
                 seen.setdefault(id(v), v)
         return list(seen.values())
+
+
+def _jax_jit(fn, variables):
+    """`fn(source, max_length)` under `jax.jit`, max_length static.
+
+    The values of `variables()` are arguments of the compiled function (read
+    through a `keras.StatelessScope`), not constants captured when it is
+    traced: a generator called, trained further and called again decodes with
+    the new weights without compiling again.
+    """
+    import jax
+
+    def pure(values, source, max_length):
+        with keras.StatelessScope(state_mapping=list(zip(variables(), values, strict=True))):
+            return fn(source, max_length)
+
+    jitted = jax.jit(pure, static_argnums=2)
+
+    def call(source, max_length):
+        return jitted([v.value for v in variables()], source, int(max_length))
+
+    return call
 
 
 def _at_least_one_position(source):

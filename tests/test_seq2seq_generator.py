@@ -472,6 +472,23 @@ def test_default_max_length_is_twice_the_source_plus_ten():
     assert small.greedy(c.single(1))["tokens"].shape == (1, 12)
 
 
+def test_weights_changed_after_the_first_call_are_used():
+    # The compiled search (a tf.function, or jax.jit with the variables as
+    # arguments) must read the weights of each call, not those of the first.
+    model = build_model("luong_general_lstm_tied", seed=3)
+    source = make_sources("ids")
+    generator = Seq2SeqGenerator.from_model(model, START, case("luong_general_lstm_tied").end_id)
+    before = generator.greedy(source, MAX_LENGTH)
+    for variable in model.trainable_variables:
+        variable.assign(keras.ops.convert_to_numpy(variable) * 1.5)
+    after = generator.greedy(source, MAX_LENGTH)
+    assert np.abs(after["log_probs"] - before["log_probs"]).max() > 1e-3
+    expected = teacher_forced_log_prob(model, source, after["tokens"], after["lengths"])
+    np.testing.assert_allclose(after["log_probs"], expected, rtol=1e-4, atol=1e-4)
+    fresh = Seq2SeqGenerator.from_model(model, START, generator.end_id).greedy(source, MAX_LENGTH)
+    np.testing.assert_array_equal(after["tokens"], fresh["tokens"])
+
+
 # ----------------------------------------------------------- more model kinds
 
 
