@@ -27,14 +27,15 @@ import numpy as np
 import pytest
 from _data_paths import multi30k_dir
 from _distributed_worker import CLIPNORM
-from _scripts import load_script
 
+from keras_attention.translation import cli
 from keras_attention.translation import distribute
 from keras_attention.translation.translator import RUN_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).resolve().with_name("_distributed_worker.py")
-SCRIPT = ROOT / "examples" / "translate_en_fr.py"
+# The translator's command line, as a command.
+CLI = [sys.executable, "-m", "keras_attention.translation"]
 RTOL = 1e-4
 # A hung collective fails the test instead of blocking CI. Generous: the
 # processes need well under a minute of CPU, but the CI machine may be shared.
@@ -233,13 +234,9 @@ def test_multi_worker_needs_tf_config(monkeypatch):
         distribute.make_strategy("multi-worker")
 
 
-def _load_script():
-    return load_script("examples/translate_en_fr.py", "translate_en_fr_distributed")
-
-
 def test_max_minutes_is_refused_with_multi_worker(tmp_path):
     with pytest.raises(SystemExit, match="--max-minutes"):
-        _load_script().main(
+        cli.main(
             [
                 "train",
                 "--strategy",
@@ -262,7 +259,7 @@ def test_script_trains_with_two_workers(tmp_path):
     if not (folder / "train.en.gz").exists():
         pytest.fail(f"Multi30k is not in {folder} (see tests/_data_paths.py)")
     run_dir = tmp_path / "run"
-    command = [sys.executable, str(SCRIPT), "--data-dir", str(folder), "train"]
+    command = [*CLI, "--data-dir", str(folder), "train"]
     command += ["--preset", "tiny", "--max-train-examples", "64", "--epochs", "1"]
     command += ["--batch-size", "8", "--strategy", "multi-worker", "--run-dir", str(run_dir)]
     results = _wait(_start_cluster([command, command], cwd=tmp_path), time.monotonic() + TIMEOUT)

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import keras
 import pytest
-from _scripts import load_script
+
+from keras_attention.translation import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -109,12 +110,11 @@ def test_getting_started_copies_the_readme_commands():
 
 
 def _translator_help():
-    example = load_script("examples/translate_en_fr.py", "translate_en_fr_for_docs")
     texts = []
     for argv in ([], ["train"], ["evaluate"], ["translate"], ["explain"]):
         out = io.StringIO()
         with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
-            example.parse_args([*argv, "--help"])
+            cli.parse_args([*argv, "--help"])
         texts.append(out.getvalue())
     return "\n".join(texts)
 
@@ -124,7 +124,7 @@ def test_translation_page_documents_every_option():
     assert {"--data-dir", "--run-dir", "--preset", "--heatmaps", "--seed"} <= options
     page = (DOCS / "translation.md").read_text(encoding="utf-8")
     missing = sorted(option for option in options if f"`{option}`" not in page)
-    assert not missing, f"options of translate_en_fr.py missing from translation.md: {missing}"
+    assert not missing, f"options of the translator CLI missing from translation.md: {missing}"
 
 
 def test_site_builds_with_mkdocs_strict(tmp_path):

@@ -2,7 +2,7 @@
 a clear answer (docs/reliability.md, "Inputs and bounds").
 
 - A source longer than `max_source_length` (512 tokens) is refused by
-  `Seq2SeqGenerator`, `translate_en_fr.py translate` and
+  `Seq2SeqGenerator`, `python -m keras_attention.translation translate` and
   `examples/tflite_translate.py` (naming the input line and the limit), and
   truncated, visibly, by the SavedModel (`truncated`) and the TFLite model.
 - An empty or blank input gives an empty translation on every path.
@@ -31,6 +31,8 @@ from ai_edge_litert.interpreter import Interpreter
 from keras_attention.seq2seq_generator import DEFAULT_MAX_OUTPUT_LENGTH
 from keras_attention.seq2seq_generator import DEFAULT_MAX_SOURCE_LENGTH
 from keras_attention.translation import SubwordTokenizer
+from keras_attention.translation import cli
+from keras_attention.translation import commands
 from keras_attention.translation import export
 from keras_attention.translation.model import build_translator
 from keras_attention.translation.tokenizer import RESERVED_TOKENS
@@ -49,7 +51,8 @@ VOCAB = [
     *("##" + c for c in string.ascii_lowercase),
 ]
 LONG = " ".join(["a"] * (LIMIT + 8))
-COMMANDS = ("translate_en_fr", "tflite_translate")
+# The package's `translate` command and the TFLite app example.
+COMMANDS = ("translate", "tflite_translate")
 
 
 @pytest.fixture(scope="module")
@@ -97,19 +100,23 @@ def app(tflite_dir):
 
 @pytest.fixture
 def run_command(monkeypatch, tflite_dir, translator):
-    """`run_command(name, arguments, stdin=b"")` → the printed lines, running
-    `examples/<name>.py`'s `main` in this process on the module's run."""
-    scripts = {name: load_script(f"examples/{name}.py") for name in COMMANDS}
+    """`run_command(name, arguments, stdin=b"")` → the printed lines, running in
+    this process, on the module's run, the package's command line (`translate`)
+    or `examples/tflite_translate.py`'s `main`."""
+    mains = {
+        "translate": cli.main,
+        "tflite_translate": load_script("examples/tflite_translate.py").main,
+    }
     # The CLI loads the module's translator instead of reading the run again.
-    monkeypatch.setattr(scripts["translate_en_fr"], "load_run", lambda _: (translator, {}))
+    monkeypatch.setattr(commands, "load_run", lambda _: (translator, {}))
 
     def run(name, arguments, stdin=b""):
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
-        if name == "translate_en_fr":
+        if name == "translate":
             argv = ["translate", "--run-dir", "unused", "--method", "greedy", *arguments]
         else:
             argv = ["--variant", "float32", str(tflite_dir), *arguments]
-        return scripts[name].main(argv)
+        return mains[name](argv)
 
     return run
 

@@ -1,10 +1,11 @@
 """A training killed at any instant resumes and loses at most one epoch.
 
-One tiny run of examples/translate_en_fr.py (64 pairs, 2 epochs, --keep-epochs)
-is killed with SIGKILL inside each kind of file write of its run folder, in the
-order the writes happen, and started again each time: every restart resumes
-from what the kill left and goes on to the next kill point (so each resume is
-checked to get past the state the kill left); the last one ends the run.
+One tiny run of `python -m keras_attention.translation train` (64 pairs, 2
+epochs, --keep-epochs) is killed with SIGKILL inside each kind of file write of
+its run folder, in the order the writes happen, and started again each time:
+every restart resumes from what the kill left and goes on to the next kill
+point (so each resume is checked to get past the state the kill left); the last
+one ends the run.
 `KERAS_ATTENTION_WRITE_DELAY` makes each write wait 0.3 s between its temporary
 file and the rename, so the kill lands inside the write. After each
 kill the folder must hold only whole files and must not be reported finished;
@@ -21,20 +22,19 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import keras
 import numpy as np
 import pytest
 from _data_paths import multi30k_dir
-from _scripts import load_script
 
 from keras_attention.translation import averaging
+from keras_attention.translation import cli
 from keras_attention.translation import runs
 from keras_attention.translation.translator import load_run
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "examples" / "translate_en_fr.py"
+# The translator's command line, as a command.
+CLI = [sys.executable, "-m", "keras_attention.translation"]
 EPOCHS = 2
 TINY = ["--preset", "tiny", "--max-train-examples", "64", "--epochs", str(EPOCHS)]
 WRITE_DELAY = "0.3"
@@ -132,7 +132,7 @@ def _history_epochs(run_dir):
 def test_run_killed_inside_every_write_resumes_to_a_whole_run(tmp_path):
     data_dir = multi30k_dir()
     run_dir = tmp_path / "run"
-    command = [sys.executable, str(SCRIPT), "--data-dir", str(data_dir), "train", *TINY]
+    command = [*CLI, "--data-dir", str(data_dir), "train", *TINY]
     command += ["--keep-epochs", "--run-dir", str(run_dir)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     env[runs.WRITE_DELAY_ENV] = WRITE_DELAY
@@ -168,7 +168,6 @@ def test_run_killed_inside_every_write_resumes_to_a_whole_run(tmp_path):
     for saved, expected in zip(translator.model.weights, best.weights, strict=True):
         np.testing.assert_array_equal(saved.numpy(), expected.numpy())
 
-    script = load_script("examples/translate_en_fr.py")
-    assert script.main(["status", "--run-dir", str(run_dir)]).state == runs.FINISHED
+    assert cli.main(["status", "--run-dir", str(run_dir)]).state == runs.FINISHED
     with pytest.raises(SystemExit, match="already holds a finished run"):
-        script.main(["--data-dir", str(data_dir), "train", *TINY, "--run-dir", str(run_dir)])
+        cli.main(["--data-dir", str(data_dir), "train", *TINY, "--run-dir", str(run_dir)])

@@ -5,12 +5,8 @@ import math
 
 import keras
 import pytest
-from _scripts import load_script
 
-
-@pytest.fixture(scope="module")
-def script():
-    return load_script("examples/translate_en_fr.py")
+from keras_attention.translation import training
 
 
 class FakeClock:
@@ -26,8 +22,8 @@ def _cosine(lr, progress, final_fraction=0.05):
     return low + 0.5 * (lr - low) * (1 + math.cos(math.pi * min(progress, 1.0)))
 
 
-def test_without_budget_the_rate_follows_the_epochs(script):
-    schedule = script.CosineToBudget(2e-3, 20)
+def test_without_budget_the_rate_follows_the_epochs():
+    schedule = training.CosineToBudget(2e-3, 20)
     assert schedule.rate(0) == pytest.approx(2e-3, rel=1e-12)
     assert schedule.rate(10) == pytest.approx(0.5 * (2e-3 + 1e-4), rel=1e-12)
     assert schedule.rate(20) == pytest.approx(1e-4, rel=1e-12)
@@ -37,9 +33,9 @@ def test_without_budget_the_rate_follows_the_epochs(script):
         assert schedule.rate(epoch) == pytest.approx(_cosine(2e-3, epoch / 20), rel=1e-12)
 
 
-def test_the_time_budget_wins_when_it_runs_out_first(script):
+def test_the_time_budget_wins_when_it_runs_out_first():
     clock = FakeClock()
-    schedule = script.CosineToBudget(2e-3, 30, budget_seconds=600, clock=clock)
+    schedule = training.CosineToBudget(2e-3, 30, budget_seconds=600, clock=clock)
     assert schedule.rate(0) == pytest.approx(2e-3, rel=1e-12)
     clock.now += 300  # half the budget spent after 2 of 30 epochs
     assert schedule.rate(2) == pytest.approx(_cosine(2e-3, 0.5), rel=1e-12)
@@ -49,17 +45,17 @@ def test_the_time_budget_wins_when_it_runs_out_first(script):
     assert schedule.rate(5) == pytest.approx(1e-4, rel=1e-12)
 
 
-def test_the_epochs_win_when_they_run_out_first(script):
+def test_the_epochs_win_when_they_run_out_first():
     clock = FakeClock()
-    schedule = script.CosineToBudget(1e-3, 4, budget_seconds=3600, clock=clock)
+    schedule = training.CosineToBudget(1e-3, 4, budget_seconds=3600, clock=clock)
     clock.now += 60
     assert schedule.rate(2) == pytest.approx(_cosine(1e-3, 0.5), rel=1e-12)
 
 
-def test_the_callback_sets_the_optimizer_rate(script):
+def test_the_callback_sets_the_optimizer_rate():
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.compile(optimizer=keras.optimizers.Adam(2e-3), loss="mse")
-    schedule = script.CosineToBudget(2e-3, 4)
+    schedule = training.CosineToBudget(2e-3, 4)
     schedule.set_model(model)
     schedule.on_epoch_begin(2)
     got = float(keras.ops.convert_to_numpy(model.optimizer.learning_rate))
@@ -67,18 +63,18 @@ def test_the_callback_sets_the_optimizer_rate(script):
 
 
 @pytest.mark.parametrize(("lr", "epochs"), [(0.0, 10), (-1e-3, 10), (1e-3, 0)])
-def test_bad_arguments_are_named(script, lr, epochs):
+def test_bad_arguments_are_named(lr, epochs):
     with pytest.raises(ValueError, match="learning_rate must be > 0 and epochs >= 1"):
-        script.CosineToBudget(lr, epochs)
+        training.CosineToBudget(lr, epochs)
 
 
-def test_plateau_keeps_the_old_recipe(script):
-    callback = script._learning_rate_schedule(
+def test_plateau_keeps_the_old_recipe():
+    callback = training.learning_rate_schedule(
         {"lr_schedule": "plateau", "learning_rate": 2e-3, "epochs": 30}, 55
     )
     assert isinstance(callback, keras.callbacks.ReduceLROnPlateau)
-    callback = script._learning_rate_schedule(
+    callback = training.learning_rate_schedule(
         {"lr_schedule": "cosine", "learning_rate": 2e-3, "epochs": 30}, 55
     )
-    assert isinstance(callback, script.CosineToBudget)
+    assert isinstance(callback, training.CosineToBudget)
     assert callback.budget_seconds == 55 * 60

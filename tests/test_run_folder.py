@@ -14,10 +14,12 @@ import shutil
 import keras
 import pytest
 from _data_paths import multi30k_dir
-from _scripts import load_script
 
 from keras_attention.translation import SubwordTokenizer
+from keras_attention.translation import cli
+from keras_attention.translation import evaluation
 from keras_attention.translation import read_parallel
+from keras_attention.translation import training
 from keras_attention.translation.model import build_translator
 from keras_attention.translation.translator import load_run
 
@@ -49,11 +51,6 @@ def run_copy(finished_run, tmp_path):
     return shutil.copytree(finished_run, tmp_path / "run")
 
 
-@pytest.fixture(scope="module")
-def script():
-    return load_script("examples/translate_en_fr.py")
-
-
 # ------------------------------------------------- misleading errors
 
 
@@ -81,7 +78,7 @@ def test_model_file_with_a_damaged_byte_is_reported_as_corrupt(run_copy):
     assert str(path) in str(info.value)
 
 
-def test_run_folder_that_is_a_file_is_reported_as_not_a_folder(tmp_path, script):
+def test_run_folder_that_is_a_file_is_reported_as_not_a_folder(tmp_path):
     path = tmp_path / "run"
     path.write_text("not a folder\n")
     with pytest.raises(NotADirectoryError, match="is a file, not a run folder") as info:
@@ -89,10 +86,10 @@ def test_run_folder_that_is_a_file_is_reported_as_not_a_folder(tmp_path, script)
     assert "incomplete" not in str(info.value)
     argv = ["--data-dir", str(tmp_path / "nowhere"), "train", "--run-dir", str(path)]
     with pytest.raises(NotADirectoryError, match="is a file, not a run folder"):
-        script.main(argv)
+        cli.main(argv)
 
 
-def test_config_missing_a_key_fails_before_decoding(run_copy, script, monkeypatch):
+def test_config_missing_a_key_fails_before_decoding(run_copy, monkeypatch):
     config = json.loads((run_copy / "config.json").read_text())
     del config["attention"]
     (run_copy / "config.json").write_text(json.dumps(config))
@@ -100,11 +97,11 @@ def test_config_missing_a_key_fails_before_decoding(run_copy, script, monkeypatc
     def decode_and_score(*args, **kwargs):
         raise AssertionError("evaluate decoded a split before checking config.json")
 
-    monkeypatch.setattr(script.evaluation, "decode_and_score", decode_and_score)
+    monkeypatch.setattr(evaluation, "decode_and_score", decode_and_score)
     argv = ["--data-dir", str(multi30k_dir()), "evaluate", "--run-dir", str(run_copy)]
     argv += ["--splits", "test_2016_flickr", "--max-sentences", "2", "--methods", "greedy"]
     with pytest.raises(ValueError, match=r"config\.json.*'attention'"):
-        script.main(argv)
+        cli.main(argv)
 
 
 def test_truncated_gzip_data_file_names_the_file(tmp_path):
@@ -179,13 +176,13 @@ def test_damaged_backup_state_is_reported_as_corrupt_naming_the_file(run_copy):
         runs.run_status(run_copy)
 
 
-def test_train_refuses_a_damaged_backup_unless_overwrite_starts_over(run_copy, script):
+def test_train_refuses_a_damaged_backup_unless_overwrite_starts_over(run_copy):
     (run_copy / "finished.json").unlink()
     (run_copy / "backup").mkdir()
     (run_copy / "backup" / "state.json").write_text("")
     with pytest.raises(SystemExit, match=r"state\.json is corrupt.*--overwrite"):
-        script._prepare_run_dir(run_copy, overwrite=False)
-    assert script._prepare_run_dir(run_copy, overwrite=True) is None
+        training.prepare_run_dir(run_copy, overwrite=False)
+    assert training.prepare_run_dir(run_copy, overwrite=True) is None
     assert sorted(os.listdir(run_copy)) == []
 
 

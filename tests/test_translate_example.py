@@ -1,5 +1,7 @@
-"""A tiny end-to-end run of examples/translate_en_fr.py: train, evaluate, translate,
-explain, resume after a kill. Trains a few hundred pairs for one epoch."""
+"""A tiny end-to-end run of the translator's command line (`python -m
+keras_attention.translation`): train, evaluate, translate, explain, resume after
+a kill, average; and of examples/translate_en_fr.py, top to bottom and as the
+old command lines. Trains a few hundred pairs for one epoch."""
 
 import csv
 import json
@@ -19,16 +21,18 @@ from _scripts import load_script
 
 from keras_attention.translation import SubwordTokenizer
 from keras_attention.translation import averaging
+from keras_attention.translation import cli
 from keras_attention.translation import evaluation
 from keras_attention.translation import load_multi30k
 from keras_attention.translation import make_dataset
+from keras_attention.translation import runs as run_folders
 from keras_attention.translation.losses import SmoothedSparseCrossentropy
 from keras_attention.translation.tied_embedding import TiedEmbedding
 from keras_attention.translation.translator import RUN_FILES
 from keras_attention.translation.translator import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "examples" / "translate_en_fr.py"
+EXAMPLE = "examples/translate_en_fr.py"
 TINY = ["--preset", "tiny", "--max-train-examples", "300", "--epochs", "1"]
 # The presets smooth the targets but do not average the weights; the tiny
 # runs turn both on so that their code paths (checkpoint, resume) are tested.
@@ -50,15 +54,6 @@ KEEP = {"bahdanau": ["--keep-epochs"], "none": []}
 DECODER = {"bahdanau": ["--no-conditional", "--decoder-init", "final"], "none": []}
 
 
-def _load_script():
-    return load_script("examples/translate_en_fr.py")
-
-
-@pytest.fixture(scope="module")
-def script():
-    return _load_script()
-
-
 @pytest.fixture(scope="module")
 def data_dir():
     folder = multi30k_dir()
@@ -68,10 +63,10 @@ def data_dir():
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, script, data_dir):
+def runs(tmp_path_factory, data_dir):
     root = tmp_path_factory.mktemp("runs")
     for attention in ("bahdanau", "none"):
-        script.main(
+        cli.main(
             ["--data-dir", data_dir, "train", "--attention", attention]
             + TINY
             + RECIPE
@@ -135,8 +130,8 @@ def test_checkpoint_holds_the_validated_averaged_weights(runs, data_dir):
     assert model.evaluate(dataset, verbose=0) == pytest.approx(logged, rel=1e-4)
 
 
-def test_evaluate_scores_plots_and_heatmaps(runs, script, data_dir, tmp_path):
-    results = script.main(
+def test_evaluate_scores_plots_and_heatmaps(runs, data_dir, tmp_path):
+    results = cli.main(
         [
             "--data-dir",
             data_dir,
@@ -178,8 +173,8 @@ def test_evaluate_scores_plots_and_heatmaps(runs, script, data_dir, tmp_path):
     assert len(hyps) == 24
 
 
-def test_translate_gives_one_line_per_sentence(runs, script, capsys):
-    outputs = script.main(
+def test_translate_gives_one_line_per_sentence(runs, capsys):
+    outputs = cli.main(
         [
             "translate",
             "--run-dir",
@@ -196,8 +191,8 @@ def test_translate_gives_one_line_per_sentence(runs, script, capsys):
     assert printed[-2:] == outputs
 
 
-def test_explain_reports_distribution_change(runs, script, data_dir):
-    rows = script.main(
+def test_explain_reports_distribution_change(runs, data_dir):
+    rows = cli.main(
         [
             "--data-dir",
             data_dir,
@@ -276,10 +271,10 @@ def test_checkpoint_average_chooses_on_val_and_scores_the_choice_on_test(runs, d
         bench.main(argv[:5] + ["2"] + argv[6:])
 
 
-def test_conditional_with_a_luong_decoder_fails_before_reading_data(script, tmp_path):
+def test_conditional_with_a_luong_decoder_fails_before_reading_data(tmp_path):
     argv = ["--data-dir", str(tmp_path / "nowhere"), "train", "--attention", "luong-general"]
     with pytest.raises(SystemExit, match="--conditional is a Bahdanau decoder"):
-        script.main(argv + ["--conditional", "--run-dir", str(tmp_path / "run")])
+        cli.main(argv + ["--conditional", "--run-dir", str(tmp_path / "run")])
     assert not (tmp_path / "run").exists()
 
 
@@ -297,7 +292,8 @@ def test_killed_run_resumes_from_saved_epoch(tmp_path, data_dir):
     run_dir = tmp_path / "run"
     command = [
         sys.executable,
-        str(SCRIPT),
+        "-m",
+        "keras_attention.translation",
         "--data-dir",
         data_dir,
         "train",
@@ -356,8 +352,7 @@ def test_killed_run_resumes_from_saved_epoch(tmp_path, data_dir):
 
 def _check_average(run_dir, out_dir):
     """`average --last 2` writes a run whose weights are the mean of epochs 2 and 3."""
-    script = _load_script()
-    script.main(["average", "--run-dir", str(run_dir), "--last", "2", "--out-dir", str(out_dir)])
+    cli.main(["average", "--run-dir", str(run_dir), "--last", "2", "--out-dir", str(out_dir)])
     translator, config = load_run(out_dir)
     assert config["averaged_epochs"] == [2, 3]
     reference = keras.saving.load_model(run_dir / "model.keras", compile=False)
@@ -373,6 +368,39 @@ def _check_average(run_dir, out_dir):
     assert len(decoded["text"]) == 1
     command = ["average", "--run-dir", str(run_dir), "--last"]
     with pytest.raises(ValueError, match="last 4 epochs"):
-        script.main(command + ["4", "--out-dir", str(out_dir)])
+        cli.main(command + ["4", "--out-dir", str(out_dir)])
     with pytest.raises(SystemExit, match="must differ"):
-        script.main(command + ["1", "--out-dir", str(run_dir)])
+        cli.main(command + ["1", "--out-dir", str(run_dir)])
+
+
+# ------------------------------------------------------------ the example
+
+
+def test_example_hands_the_old_command_lines_to_the_package(runs, tmp_path, capsys):
+    example = load_script(EXAMPLE)
+    found = example.main(["status", "--run-dir", str(runs / "bahdanau")])
+    assert found.state == run_folders.FINISHED
+    assert capsys.readouterr().out.startswith("finished: ")
+    argv = ["--data-dir", str(tmp_path / "nowhere"), "train", "--attention", "luong-general"]
+    with pytest.raises(SystemExit, match="--conditional is a Bahdanau decoder"):
+        example.main(argv + ["--conditional", "--run-dir", str(tmp_path / "run")])
+    assert not (tmp_path / "run").exists()
+
+
+def test_example_runs_top_to_bottom_into_a_run_folder_and_an_export(data_dir, tmp_path):
+    out = tmp_path / "example"
+    argv = ["--data-dir", data_dir, "--train-pairs", "200", "--epochs", "1"]
+    results = load_script(EXAMPLE).main(argv + ["--test-sentences", "4", "--out-dir", str(out)])
+    assert set(results) == {"greedy", "beam"}
+    for scores in results.values():
+        assert 0.0 <= scores["bleu"] <= 100.0
+        assert scores["bleu_signature"].startswith("nrefs:1")
+    assert run_folders.run_status(out).state == run_folders.FINISHED
+    translator, config = load_run(out)
+    assert config["attention"] == "bahdanau" and translator.has_attention
+    assert translator.generator.decoder.conditional
+    manifest = json.loads((out / "export" / "export.json").read_text())
+    assert list(manifest["tflite"]) == ["float32"]
+    assert (out / "export" / manifest["saved_model"]["path"] / "saved_model.pb").exists()
+    outputs = cli.main(["translate", "--run-dir", str(out), "--method", "greedy", "A dog runs."])
+    assert len(outputs) == 1

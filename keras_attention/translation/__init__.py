@@ -23,9 +23,12 @@ from keras_attention.translation.tokenizer import RESERVED_TOKENS
 from keras_attention.translation.tokenizer import SubwordTokenizer
 from keras_attention.translation.tokenizer import normalize_text
 from keras_attention.translation.tokenizer import postprocess
+from keras_attention.translation.training import PRESETS
+from keras_attention.translation.training import train_run
 
 __all__ = [
     "ENV_VAR",
+    "PRESETS",
     "RESERVED_TOKENS",
     "SPLITS",
     "SPLIT_SIZES",
@@ -38,4 +41,5 @@ __all__ = [
     "normalize_text",
     "postprocess",
     "read_parallel",
+    "train_run",
 ]

@@ -396,7 +396,9 @@ def parse_args(argv=None):
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("run_dir", help="a finished training run (examples/translate_en_fr.py)")
+    parser.add_argument(
+        "run_dir", help="a finished training run (python -m keras_attention.translation train)"
+    )
     parser.add_argument("out_dir", help="output folder")
     parser.add_argument(
         "--variants",

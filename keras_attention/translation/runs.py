@@ -1,6 +1,6 @@
 """The run folder of a training: its files, its states, and writing them safely.
 
-A run folder (`translate_en_fr.py train --run-dir RUN_DIR`) holds:
+A run folder (`python -m keras_attention.translation train --run-dir RUN_DIR`) holds:
 
 | path | content |
 |---|---|

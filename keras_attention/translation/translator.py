@@ -127,7 +127,7 @@ class Translator(tf.Module):
     @property
     def max_source_length(self):
         """The most source tokens (WordPiece pieces) one sentence may have,
-        the generator's bound: `translate_en_fr.py translate` refuses a longer
+        the generator's bound: `python -m keras_attention.translation translate` refuses a longer
         sentence, the SavedModel and TFLite exports truncate it. `greedy` and
         `beam` here are traced code and do not check: use `source_lengths`."""
         return self.generator.max_source_length

@@ -1,0 +1,278 @@
+"""English to French on Multi30k with attention: train, evaluate, translate, explain, export.
+
+    python -m keras_attention.translation [--data-dir DIR] COMMAND [options]
+
+Commands (each has --help):
+
+    train      learn the vocabularies and the model; a killed run resumes
+    status     whether a run folder holds a new, unfinished or finished run
+    evaluate   BLEU, chrF, BLEU by source length, attention heatmaps
+    translate  sentences from the command line or stdin
+    explain    replace the attention weights (uniform, permuted) and measure
+               how much the output changes
+    average    a run whose model is the mean of another run's last epochs
+               (trained with --keep-epochs)
+    export     a SavedModel and TFLite models of a run (the options of
+               python -m keras_attention.translation.export)
+
+Time on a 2-core CPU: `train --preset tiny` about two minutes; the default
+preset about an hour. The data comes from `--data-dir`, the environment
+variable KERAS_ATTENTION_MULTI30K_DIR, or a download into the Keras cache.
+"""
+
+import argparse
+import logging
+
+from keras_attention.translation import commands
+from keras_attention.translation import distribute
+from keras_attention.translation import export
+from keras_attention.translation import training
+from keras_attention.translation.model import ATTENTIONS
+from keras_attention.translation.model import DECODER_INITS
+from keras_attention.translation.training import PRESETS
+
+COMMANDS = ("train", "status", "evaluate", "translate", "explain", "average", "export")
+
+
+def _unit_interval(text):
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text}")
+    return value
+
+
+def _indices(text):
+    return [int(i) for i in text.split(",") if i.strip()] if text else []
+
+
+# Each takes the parsed options and returns what the command returns.
+
+
+def _train(args):
+    return training.train_run(
+        args.run_dir,
+        data_dir=args.data_dir,
+        preset=args.preset,
+        attention=args.attention,
+        input_feeding=not args.no_input_feeding,
+        lr_schedule=args.lr_schedule,
+        patience=args.patience,
+        max_minutes=args.max_minutes,
+        seed=args.seed,
+        keep_epochs=args.keep_epochs,
+        overwrite=args.overwrite,
+        strategy=args.strategy,
+        **{key: getattr(args, key, None) for key in PRESETS[args.preset]},
+    )
+
+
+def _status(args):
+    return commands.status(args.run_dir)
+
+
+def _evaluate(args):
+    return commands.evaluate(
+        args.run_dir,
+        data_dir=args.data_dir,
+        splits=args.splits.split(","),
+        methods=args.methods.split(","),
+        beam_width=args.beam_width,
+        length_penalty=args.length_penalty,
+        batch_size=args.batch_size,
+        baseline_run_dir=args.baseline_run_dir,
+        heatmaps=_indices(args.heatmaps),
+        max_sentences=args.max_sentences,
+        out_dir=args.out_dir,
+    )
+
+
+def _average(args):
+    return commands.average(args.run_dir, args.last, args.out_dir)
+
+
+def _translate(args):
+    return commands.translate(
+        args.run_dir, args.sentences, method=args.method, beam_width=args.beam_width
+    )
+
+
+def _explain(args):
+    return commands.explain(
+        args.run_dir,
+        data_dir=args.data_dir,
+        split=args.split,
+        max_sentences=args.max_sentences,
+        batch_size=args.batch_size,
+        seed=args.seed,
+    )
+
+
+def _export(args):
+    code = export.main(args.export_argv)
+    if code:
+        raise SystemExit(code)
+    return code
+
+
+def build_parser(prog=None):
+    """The `argparse` parser of the command line; `prog` names it in usage."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data-dir", help="folder with the Multi30k .gz files")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+
+    p = subparsers.add_parser("train", help="train a translator")
+    p.add_argument("--run-dir", default="runs/bahdanau", help="output folder")
+    p.add_argument("--attention", choices=ATTENTIONS, default="bahdanau")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="default")
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--embedding-dim", type=int)
+    p.add_argument("--units", type=int)
+    p.add_argument(
+        "--encoder-units",
+        type=int,
+        help="GRU size of each encoder direction (default: units / 2)",
+    )
+    p.add_argument("--dropout", type=float)
+    p.add_argument("--learning-rate", type=float)
+    p.add_argument("--vocab-size", type=int)
+    p.add_argument("--max-train-examples", type=int)
+    p.add_argument(
+        "--label-smoothing", type=_unit_interval, help="ε of the smoothed targets; 0: none"
+    )
+    p.add_argument(
+        "--ema-momentum",
+        type=_unit_interval,
+        help="keep an exponential moving average of the weights for validation "
+        "and the saved model; 0: none",
+    )
+    p.add_argument(
+        "--tie-embeddings",
+        action=argparse.BooleanOptionalAction,
+        help="score the target tokens with the target embedding matrix (TiedEmbedding)",
+    )
+    p.add_argument("--no-input-feeding", action="store_true", help="Luong only")
+    p.add_argument(
+        "--conditional",
+        action=argparse.BooleanOptionalAction,
+        help="bahdanau only: the conditional (two-cell) GRU decoder of the published "
+        "systems, or (--no-conditional) the plain Bahdanau decoder",
+    )
+    p.add_argument(
+        "--decoder-init",
+        choices=DECODER_INITS,
+        help="what the first decoder state reads: the encoder's final states, or the "
+        "mean of its outputs over the source tokens",
+    )
+    p.add_argument("--patience", type=int, default=3, help="early stopping")
+    p.add_argument(
+        "--lr-schedule",
+        choices=("cosine", "plateau"),
+        default="cosine",
+        help="cosine: decay over the epochs or --max-minutes, whichever ends first; "
+        "plateau: halve after an epoch without a better validation loss",
+    )
+    p.add_argument("--max-minutes", type=float, help="stop after this epoch budget")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--keep-epochs",
+        action="store_true",
+        help="save the weights after every epoch in RUN_DIR/epochs (for `average`)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace a finished run")
+    p.add_argument(
+        "--strategy",
+        choices=distribute.STRATEGIES,
+        default="one-device",
+        help="tf.distribute strategy; --batch-size is then per replica",
+    )
+    p.set_defaults(func=_train)
+
+    p = subparsers.add_parser("status", help="whether a run is new, unfinished or finished")
+    p.add_argument("--run-dir", default="runs/bahdanau")
+    p.set_defaults(func=_status)
+
+    p = subparsers.add_parser("evaluate", help="score a trained run")
+    p.add_argument("--run-dir", default="runs/bahdanau")
+    p.add_argument("--splits", default=",".join(commands.TEST_SPLITS))
+    p.add_argument("--methods", default="greedy,beam", help="greedy and/or beam")
+    p.add_argument("--beam-width", type=int, default=4)
+    p.add_argument("--length-penalty", type=float, default=0.6)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--baseline-run-dir", help="a run with --attention none")
+    p.add_argument("--heatmaps", default="0,1,2", help="sentence indices to plot")
+    p.add_argument("--max-sentences", type=int, help="score only the first N")
+    p.add_argument("--out-dir", help="default: RUN_DIR/eval")
+    p.set_defaults(func=_evaluate)
+
+    p = subparsers.add_parser("average", help="average a run's last epochs")
+    p.add_argument("--run-dir", default="runs/bahdanau", help="trained with --keep-epochs")
+    p.add_argument("--last", type=int, required=True, help="how many of the last epochs")
+    p.add_argument("--out-dir", required=True, help="the new run folder")
+    p.set_defaults(func=_average)
+
+    p = subparsers.add_parser(
+        "translate",
+        help="translate sentences",
+        description="Prints one translation per input, blank lines included. A "
+        "sentence of more source tokens than the model's max_source_length (512) "
+        "or a line of standard input that is not UTF-8 stops it with an error "
+        "naming the line, before anything is translated.",
+    )
+    p.add_argument(
+        "sentences", nargs="*", help="English sentences (else one per line of stdin, UTF-8)"
+    )
+    p.add_argument("--run-dir", default="runs/bahdanau")
+    p.add_argument("--method", choices=("greedy", "beam"), default="beam")
+    p.add_argument("--beam-width", type=int, default=4)
+    p.set_defaults(func=_translate)
+
+    p = subparsers.add_parser("explain", help="attention ablations")
+    p.add_argument("--run-dir", default="runs/bahdanau")
+    p.add_argument("--split", default="test_2016_flickr")
+    p.add_argument("--max-sentences", type=int, default=1000)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_explain)
+
+    # Its options are those of `keras_attention.translation.export`, which
+    # parses them (and answers `export --help`).
+    p = subparsers.add_parser(
+        "export",
+        help="export a run as a SavedModel and TFLite models (RUN_DIR OUT_DIR; see export --help)",
+        add_help=False,
+    )
+    p.set_defaults(func=_export)
+    return parser
+
+
+def parse_args(argv=None, prog=None):
+    """The parsed options; for `export`, its arguments are left in
+    `export_argv` for `keras_attention.translation.export` to parse."""
+    parser = build_parser(prog)
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "export":
+        args.export_argv = extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def main(argv=None, prog=None):
+    """Runs the command of `argv` (default: `sys.argv[1:]`); returns its result:
+    the run folder of `train` and `average`, the scores of `evaluate`, the
+    translations of `translate`, the table of `explain`, the `RunStatus` of
+    `status`, 0 for `export`. A command that fails raises `SystemExit` with
+    its message."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    args = parse_args(argv, prog)
+    return args.func(args)
+
+
+def console_main(argv=None, prog=None):
+    """`main` for a shell: the exit status, 0 (the console script
+    `keras-attention-translate` and `python -m keras_attention.translation`)."""
+    main(argv, prog)
+    return 0

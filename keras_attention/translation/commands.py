@@ -1,0 +1,325 @@
+"""The commands that read a trained run folder: evaluate, translate, explain,
+average and status.
+
+Each is a function of the command-line options of the same name (`python -m
+keras_attention.translation COMMAND --help`), prints what the command prints
+and returns it as data: `evaluate` the scores, `translate` the translations,
+`explain` the ablation table, `average` the new run folder, `status` the
+`RunStatus`. Errors a user can fix (no input, a sentence too long, standard
+input that is not UTF-8) stop with `SystemExit` and a message naming the input.
+"""
+
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_attention.translation import averaging
+from keras_attention.translation import evaluation
+from keras_attention.translation import runs
+from keras_attention.translation.data import load_multi30k
+from keras_attention.translation.runs import CONFIG_FILE
+from keras_attention.translation.runs import MODEL_FILE
+from keras_attention.translation.runs import SOURCE_VOCAB
+from keras_attention.translation.runs import TARGET_VOCAB
+from keras_attention.translation.translator import load_run
+
+TEST_SPLITS = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
+
+# ------------------------------------------------------------- evaluate
+
+
+def evaluate(
+    run_dir,
+    data_dir=None,
+    splits=TEST_SPLITS,
+    methods=("greedy", "beam"),
+    beam_width=4,
+    length_penalty=0.6,
+    batch_size=64,
+    baseline_run_dir=None,
+    heatmaps=(0, 1, 2),
+    max_sentences=None,
+    out_dir=None,
+):
+    """Scores a run on `splits` with each decoding method; returns the results.
+
+    Writes to `out_dir` (default `RUN_DIR/eval`) the hypotheses
+    (`SPLIT.METHOD.fr`), `results.json`, and, for greedy decoding, the plot of
+    BLEU by source length (with the `baseline_run_dir` run, an
+    `attention="none"` one, for comparison) and the attention heatmaps of the
+    sentences numbered in `heatmaps`.
+    """
+    run_dir = Path(run_dir)
+    translator, config = load_run(run_dir)
+    splits = list(splits)
+    corpus = load_multi30k(splits, data_dir)
+    baseline = load_run(baseline_run_dir)[0] if baseline_run_dir else None
+    out_dir = Path(out_dir or run_dir / "eval")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for split in splits:
+        data = corpus[split].head(max_sentences)
+        for method in methods:
+            print(f"{split}: {method} decoding")
+            scores, decoded, hyps = evaluation.decode_and_score(
+                translator,
+                data,
+                method=method,
+                batch_size=batch_size,
+                beam_width=beam_width,
+                length_penalty=length_penalty,
+            )
+            scores["decode_seconds"] = round(scores.pop("seconds"), 1)
+            if method == "beam":
+                scores.update(beam_width=beam_width, length_penalty=length_penalty)
+            results[f"{split}/{method}"] = scores
+            runs.write_text(out_dir / f"{split}.{method}.fr", "\n".join(hyps) + "\n")
+            if method == "greedy":
+                curves = {
+                    f"{config['attention']} attention": evaluation.bleu_by_length(
+                        hyps, data.fr, data.en
+                    )
+                }
+                if baseline is not None:
+                    base = evaluation.decode_corpus(baseline, data.en, progress=False)
+                    base_hyps = evaluation.detokenize_output(base["text"])
+                    results[f"{split}/greedy/baseline"] = evaluation.score(base_hyps, data.fr)
+                    curves["no attention"] = evaluation.bleu_by_length(base_hyps, data.fr, data.en)
+                results[f"{split}/bleu_by_length"] = curves
+                evaluation.plot_bleu_by_length(
+                    curves,
+                    out_dir / f"bleu_by_length.{split}.png",
+                    title=f"BLEU by source length, {split}",
+                )
+                for i in heatmaps:
+                    _heatmap(
+                        translator,
+                        decoded,
+                        data,
+                        i,
+                        out_dir / f"attention.{split}.{i}.png",
+                    )
+    print(results_table(results))
+    runs.write_json(out_dir / "results.json", results)
+    print(f"results: {out_dir / 'results.json'}")
+    return results
+
+
+def _heatmap(translator, decoded, data, i, path):
+    if i >= len(decoded["text"]):
+        raise ValueError(f"--heatmaps {i}: the split has {len(decoded['text'])} sentences")
+    source = translator.source_tokenizer.lookup(tf.constant([decoded["source_tokens"][i]]))
+    target = translator.target_tokenizer.lookup(tf.constant([decoded["tokens"][i] or [0]]))
+    evaluation.plot_attention(
+        decoded["attention"][i],
+        [t.decode() for t in source.numpy()[0]],
+        [t.decode() for t in target.numpy()[0]][: len(decoded["tokens"][i])],
+        path,
+        title=data.en[i],
+    )
+
+
+def results_table(results):
+    """The scores of `evaluate`'s results as a Markdown table."""
+    lines = [
+        "| split / decoding | BLEU (cased) | chrF | BLEU (lc, tok) |",
+        "|---|---|---|---|",
+    ]
+    for key, value in results.items():
+        if "bleu" in value:
+            lines.append(f"| {key} | {value['bleu']} | {value['chrf']} | {value['bleu_lc_tok']} |")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------ translate
+
+
+def read_inputs(arguments, command="translate"):
+    """`(label, sentence)` pairs: the arguments, or one per line of stdin.
+
+    Standard input is read as bytes and decoded line by line, so that bytes
+    that are not UTF-8 stop the command with an error naming their line
+    instead of a traceback. Blank lines are kept (each gets an empty
+    translation): the output has one line per input line.
+    """
+    if arguments:
+        inputs = [(f"argument {i}", text) for i, text in enumerate(arguments, 1)]
+        for label, text in inputs:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as error:  # undecodable bytes in argv
+                raise SystemExit(
+                    f"{command}: {label} is not valid UTF-8 (character {error.start})"
+                ) from None
+        return inputs
+    inputs = []
+    for number, line in enumerate(sys.stdin.buffer.read().splitlines(), 1):
+        try:
+            inputs.append((f"line {number} of standard input", line.decode("utf-8")))
+        except UnicodeDecodeError as error:
+            raise SystemExit(
+                f"{command}: line {number} of standard input is not valid UTF-8 "
+                f"(byte 0x{line[error.start]:02x} at byte {error.start}); convert the "
+                "file to UTF-8, e.g. with iconv"
+            ) from None
+    return inputs
+
+
+def check_lengths(inputs, lengths, limit, command="translate"):
+    """Stops with an error naming the first input of more than `limit` source
+    tokens: decoding time and memory grow with the source length."""
+    too_long = [(label, int(n)) for (label, _), n in zip(inputs, lengths, strict=True) if n > limit]
+    if too_long:
+        (label, n), more = too_long[0], len(too_long) - 1
+        raise SystemExit(
+            f"{command}: {label} has {n} source tokens, more than the model's "
+            f"max_source_length={limit}; split it into shorter sentences"
+            + (f" ({more} more input(s) too long)" if more else "")
+        )
+
+
+def translate(run_dir, sentences=(), method="beam", beam_width=4):
+    """Prints and returns one translation per sentence; without sentences, one
+    per line of standard input (`read_inputs`), blank lines included.
+
+    Every sentence is checked against the model's `max_source_length` before
+    anything is translated (`check_lengths`).
+    """
+    inputs = read_inputs(sentences)
+    if not inputs:
+        raise SystemExit("translate: give sentences as arguments or on stdin")
+    translator, _ = load_run(run_dir)
+    sentences = [text for _, text in inputs]
+    check_lengths(inputs, translator.source_lengths(sentences), translator.max_source_length)
+    decoded = evaluation.decode_corpus(
+        translator,
+        sentences,
+        method=method,
+        beam_width=beam_width,
+        progress=False,
+    )
+    outputs = evaluation.detokenize_output(decoded["text"])
+    for sentence in outputs:
+        print(sentence)
+    return outputs
+
+
+# -------------------------------------------------------------- explain
+
+
+def explain(
+    run_dir, data_dir=None, split="test_2016_flickr", max_sentences=1000, batch_size=64, seed=0
+):
+    """Attention is not explanation: how much does the output depend on it?
+
+    Replaces the attention weights with uniform and permuted ones and
+    measures how much the next-token distribution (total variation distance)
+    and the BLEU change; prints the table, writes it to `RUN_DIR/explain.json`
+    and returns it.
+    """
+    translator, config = load_run(run_dir)
+    if not translator.has_attention:
+        raise SystemExit("explain: the run has no attention (attention=none)")
+    data = load_multi30k([split], data_dir)[split]
+    data = data.head(max_sentences)
+    en, fr = data.en, data.fr
+    keras.utils.set_random_seed(seed)
+    rows = {}
+    decoded = evaluation.decode_corpus(translator, en, batch_size=batch_size)
+    reference_hyps = evaluation.detokenize_output(decoded["text"])
+    rows["model's attention"] = {"tvd": 0.0, **evaluation.score(reference_hyps, fr)}
+    sharpness = evaluation.attention_statistics(decoded["attention"])
+    # Output distributions along the model's own greedy output, with and
+    # without the override: the total variation distance says how much the
+    # attention weights move the prediction at each step.
+    start = translator.target_tokenizer.start_id
+    for override in ("uniform", "permute"):
+        tvds, counts = [], []
+        for begin in range(0, len(en), batch_size):
+            batch = range(begin, min(begin + batch_size, len(en)))
+            src = tf.ragged.constant([decoded["source_tokens"][i] for i in batch])
+            tgt = tf.ragged.constant([[start] + decoded["tokens"][i] for i in batch])
+            src = tf.cast(src.to_tensor(), tf.int32)
+            tgt = tf.cast(tgt.to_tensor(), tf.int32)
+            p = tf.nn.softmax(translator.teacher_forced_logits(src, tgt)).numpy()
+            q = tf.nn.softmax(
+                translator.teacher_forced_logits(src, tgt, attention_override=override)
+            ).numpy()
+            mask = tgt.numpy() != 0
+            tvds.append(evaluation.total_variation(p, q, mask) * mask.sum())
+            counts.append(mask.sum())
+        tvd = float(np.sum(tvds) / np.sum(counts))
+        changed = evaluation.decode_corpus(
+            translator, en, batch_size=batch_size, attention_override=override
+        )
+        hyps = evaluation.detokenize_output(changed["text"])
+        rows[f"{override} attention"] = {
+            "tvd": round(tvd, 4),
+            **evaluation.score(hyps, fr),
+        }
+    lines = [
+        f"explain: {config['attention']} attention, {split}, {len(en)} sentences",
+        "| attention weights | mean TVD of next-token distribution "
+        "| BLEU (cased) | BLEU (lc, tok) |",
+        "|---|---|---|---|",
+    ]
+    for name, row in rows.items():
+        lines.append(f"| {name} | {row['tvd']} | {row['bleu']} | {row['bleu_lc_tok']} |")
+    lines.append(
+        f"the model's attention over {sharpness['steps']} greedy steps: entropy / log(S) "
+        f"{sharpness['entropy']}, largest weight {sharpness['max_weight']}, largest "
+        f"weight on the last source token at {sharpness['on_last_token']:.1%} of steps"
+    )
+    print("\n".join(lines))
+    rows["model's attention"]["sharpness"] = sharpness
+    runs.write_json(Path(run_dir) / "explain.json", rows)
+    return rows
+
+
+# -------------------------------------------------------------- average
+
+
+def average(run_dir, last, out_dir):
+    """Writes a run folder whose model averages the `last` epochs of another
+    (trained with `keep_epochs`); returns it."""
+    run_dir, out_dir = Path(run_dir), Path(out_dir)
+    if out_dir.resolve() == run_dir.resolve():
+        raise SystemExit("average: --out-dir must differ from --run-dir")
+    epochs = averaging.last_epochs(run_dir, last)
+    translator, config = load_run(run_dir)
+    model = translator.model
+    averaging.average_weights(model, [averaging.epoch_weight_path(run_dir, e) for e in epochs])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Unfinished until the marker is written again, last.
+    (out_dir / runs.FINISHED_FILE).unlink(missing_ok=True)
+    translator.source_tokenizer.save(out_dir / SOURCE_VOCAB)
+    translator.target_tokenizer.save(out_dir / TARGET_VOCAB)
+    runs.save_model(model, out_dir / MODEL_FILE)
+    config = dict(config, averaged_epochs=epochs, averaged_from=str(run_dir))
+    runs.write_json(out_dir / CONFIG_FILE, dict(config, run_format=runs.RUN_FORMAT))
+    runs.finish(out_dir, {"averaged_epochs": epochs, "averaged_from": str(run_dir)})
+    print(f"averaged epochs {epochs[0]} to {epochs[-1]} of {run_dir}: {out_dir / MODEL_FILE}")
+    return out_dir
+
+
+# --------------------------------------------------------------- status
+
+
+def status(run_dir):
+    """Prints `STATE: detail`; STATE is new, unfinished or finished. Returns
+    the `RunStatus`.
+
+    A folder that does not exist is a new run; a damaged run folder, or a
+    path that is a file, stops with a message naming it.
+    """
+    try:
+        found = runs.run_status(run_dir)
+    except runs.CorruptRunError as error:
+        raise SystemExit(f"corrupt: {error}") from None
+    except NotADirectoryError as error:
+        raise SystemExit(f"status: {error}") from None
+    print(f"{found.state}: {found.detail}")
+    return found

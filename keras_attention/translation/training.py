@@ -1,0 +1,448 @@
+"""Training a translator into a run folder that survives being killed.
+
+`train_run(run_dir, preset="tiny")` does what `python -m keras_attention.translation
+train` does: it learns the WordPiece vocabularies from the training split (once
+per run: a resumed run reads them back), builds and compiles `build_translator`
+under a `tf.distribute` strategy, trains with `model.fit` and leaves the run
+folder that `load_run`, `export_run` and the other commands read (its files are
+listed in `keras_attention.translation.runs`). A run killed at any instant
+resumes after its last finished epoch when `train_run` is called again with the
+same folder; a finished one is refused unless `overwrite=True`.
+
+The callbacks are here too: `CosineToBudget` (the learning-rate schedule),
+`EpochWeights` (every epoch's weights, for `average`) and `TimeLimit`.
+"""
+
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+
+import keras
+
+from keras_attention.translation import distribute
+from keras_attention.translation import runs
+from keras_attention.translation.averaging import epoch_weight_path
+from keras_attention.translation.data import load_multi30k
+from keras_attention.translation.losses import SmoothedSparseCrossentropy
+from keras_attention.translation.model import build_translator
+from keras_attention.translation.pipeline import make_dataset
+from keras_attention.translation.runs import CONFIG_FILE
+from keras_attention.translation.runs import MODEL_FILE
+from keras_attention.translation.runs import SOURCE_VOCAB
+from keras_attention.translation.runs import TARGET_VOCAB
+from keras_attention.translation.tokenizer import SubwordTokenizer
+
+# Sizes of the two presets. "default" follows the published system (embedding
+# 128, GRU 256); "tiny" is a first look that finishes in about two minutes.
+PRESETS = {
+    "default": {
+        "embedding_dim": 128,
+        "units": 256,
+        # GRU size of each encoder direction; None: units / 2.
+        "encoder_units": None,
+        "dropout": 0.3,
+        "batch_size": 64,
+        "epochs": 30,
+        "learning_rate": 2e-3,
+        "max_train_examples": None,
+        "vocab_size": 8000,
+        # Smoothing (with tied embeddings) and tying measured better, the weight
+        # average not: see "The recipe, and why" in docs/translation.md.
+        "label_smoothing": 0.1,
+        "ema_momentum": 0.0,
+        "tie_embeddings": True,
+        # The conditional GRU decoder (Bahdanau only) measured better: see
+        # "The recipe, and why" in docs/translation.md.
+        "conditional": True,
+        # s_0 from the mean of the memory ("mean") measured better than from
+        # the encoder's final states ("final"): see "The recipe, and why" in
+        # docs/translation.md.
+        "decoder_init": "mean",
+    },
+    "tiny": {
+        "embedding_dim": 32,
+        "units": 64,
+        "encoder_units": None,
+        "dropout": 0.1,
+        "batch_size": 32,
+        "epochs": 2,
+        "learning_rate": 3e-3,
+        "max_train_examples": 1500,
+        "vocab_size": 1000,
+        "label_smoothing": 0.1,
+        "ema_momentum": 0.0,
+        "tie_embeddings": True,
+        "conditional": True,
+        "decoder_init": "mean",
+    },
+}
+# Training pairs with a side longer than this many words are skipped (and
+# counted in the log); evaluation splits are never filtered.
+MAX_TRAIN_WORDS = 50
+
+
+def train_run(
+    run_dir,
+    *,
+    data_dir=None,
+    preset="default",
+    attention="bahdanau",
+    input_feeding=True,
+    lr_schedule="cosine",
+    patience=3,
+    max_minutes=None,
+    seed=0,
+    keep_epochs=False,
+    overwrite=False,
+    strategy="one-device",
+    **overrides,
+):
+    """Trains a translator into `run_dir`, or resumes its unfinished training.
+
+    Args:
+        run_dir: the run folder (created). Under `strategy="multi-worker"`,
+            workers other than the chief write to `RUN_DIR/worker_N`.
+        data_dir: the folder of the Multi30k `.gz` files; None: the
+            environment variable `KERAS_ATTENTION_MULTI30K_DIR`, else a
+            download (`load_multi30k`).
+        preset: a key of `PRESETS`, the sizes and the recipe.
+        attention: one of `translation.model.ATTENTIONS`.
+        input_feeding: Luong decoders only.
+        lr_schedule: "cosine" (`CosineToBudget`, over the epochs or
+            `max_minutes`, whichever ends first) or "plateau" (halve after an
+            epoch without a better validation loss).
+        patience: epochs without a better validation loss before stopping.
+        max_minutes: stop after the epoch that passes this budget; None: no
+            budget.
+        seed: the weights, the dropout and the shuffling.
+        keep_epochs: also save every epoch's weights in `RUN_DIR/epochs`
+            (for `average`).
+        overwrite: replace a finished run, or start a damaged one over.
+        strategy: one of `distribute.STRATEGIES`; `batch_size` is then per
+            replica.
+        **overrides: values of the preset's keys (`epochs=`, `units=`,
+            `conditional=`, ...); None keeps the preset's value.
+
+    Returns:
+        The run folder (a `Path`).
+
+    Raises:
+        SystemExit: with the reason, when the run folder holds a finished run
+            (and not `overwrite`) or a damaged one, or the options contradict
+            each other; nothing is written then.
+    """
+    if preset not in PRESETS:
+        raise ValueError(
+            f"Invalid value for argument `preset`. Expected one of {sorted(PRESETS)}. "
+            f"Received: preset={preset!r}"
+        )
+    unknown = sorted(set(overrides) - set(PRESETS[preset]))
+    if unknown:
+        raise ValueError(
+            f"Invalid keyword arguments {unknown}. Expected the keys of a preset: "
+            f"{sorted(PRESETS[preset])}."
+        )
+    if max_minutes and strategy == "multi-worker":
+        # Workers would stop after different epochs and wait on each other.
+        raise SystemExit("train: --max-minutes cannot be used with --strategy multi-worker")
+    if overrides.get("conditional") is True and attention != "bahdanau":
+        raise SystemExit(
+            f"train: --conditional is a Bahdanau decoder; it cannot be used with "
+            f"--attention {attention}"
+        )
+    tf_strategy = distribute.make_strategy(strategy)
+    replicas = tf_strategy.num_replicas_in_sync
+    # Workers other than the chief write to a private sub-folder.
+    run_dir = distribute.worker_run_dir(run_dir)
+    state = prepare_run_dir(run_dir, overwrite)
+    config = dict(PRESETS[preset])
+    for key in config:
+        value = overrides.get(key)
+        if value is not None:
+            config[key] = value
+    config.update(attention=attention, seed=seed, preset=preset)
+    config.update(strategy=strategy, replicas=replicas, max_minutes=max_minutes)
+    config["input_feeding"] = input_feeding
+    # The presets' conditional decoder is a Bahdanau decoder; the others have none.
+    config["conditional"] = config["conditional"] and attention == "bahdanau"
+    config["lr_schedule"] = lr_schedule
+    keras.utils.set_random_seed(seed)
+
+    corpus = load_multi30k(("train", "val"), data_dir, max_words=None)
+    train_split = corpus["train"]
+    train_en, train_fr = filter_long_pairs(train_split.en, train_split.fr, MAX_TRAIN_WORDS)
+    if config["max_train_examples"]:
+        train_en = train_en[: config["max_train_examples"]]
+        train_fr = train_fr[: config["max_train_examples"]]
+
+    # The vocabularies come from the training split only, once per run: a
+    # resumed run reuses them. config.json is written after them, so they are
+    # whole when it exists.
+    if (run_dir / CONFIG_FILE).exists():
+        runs.read_config(run_dir, required=())
+        source_tokenizer = SubwordTokenizer.load(run_dir / SOURCE_VOCAB)
+        target_tokenizer = SubwordTokenizer.load(run_dir / TARGET_VOCAB)
+    else:
+        logging.info("Learning the WordPiece vocabularies from %d pairs", len(train_en))
+        source_tokenizer = SubwordTokenizer.build(
+            train_en, vocab_size=config["vocab_size"], lower_case=True
+        )
+        target_tokenizer = SubwordTokenizer.build(
+            train_fr, vocab_size=config["vocab_size"], lower_case=True
+        )
+        source_tokenizer.save(run_dir / SOURCE_VOCAB)
+        target_tokenizer.save(run_dir / TARGET_VOCAB)
+    config["source_vocab_size"] = source_tokenizer.vocab_size
+    config["target_vocab_size"] = target_tokenizer.vocab_size
+    config["run_format"] = runs.RUN_FORMAT
+    runs.write_json(run_dir / CONFIG_FILE, config)
+    print(
+        f"vocabularies: en {source_tokenizer.vocab_size}, fr "
+        f"{target_tokenizer.vocab_size} subwords; {len(train_en)} training pairs"
+    )
+
+    # `batch_size` is per replica; the datasets yield global batches that the
+    # strategy splits.
+    global_batch = config["batch_size"] * replicas
+    train_data = make_dataset(
+        train_en,
+        train_fr,
+        source_tokenizer,
+        target_tokenizer,
+        batch_size=global_batch,
+        shuffle=True,
+        seed=seed,
+    )
+    val = corpus["val"]
+    val_data = make_dataset(
+        val.en,
+        val.fr,
+        source_tokenizer,
+        target_tokenizer,
+        batch_size=global_batch,
+        shuffle=False,
+    )
+    train_data = distribute.shard_by_data(train_data)
+    val_data = distribute.shard_by_data(val_data)
+    with tf_strategy.scope():
+        model = compiled_model(config, source_tokenizer, target_tokenizer, seed)
+        if state is not None:
+            # A killed run restarts after its last backed-up epoch.
+            print(f"resuming {run_dir} after epoch {state['epoch']}", flush=True)
+            runs.restore(model, run_dir, state)
+    callbacks = []
+    if config["ema_momentum"]:
+        # Validation, the checkpoint and the backup see the averaged weights;
+        # the next epoch trains the raw ones again. It must come first.
+        callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
+    callbacks += [
+        keras.callbacks.TerminateOnNaN(raise_error=True),
+        keras.callbacks.EarlyStopping(monitor="val_loss", patience=patience),
+        learning_rate_schedule(config, max_minutes),
+        keras.callbacks.TensorBoard(run_dir / runs.LOGS_DIR),
+    ]
+    if keep_epochs:
+        # After the EMA swap, like the checkpoint: the validated weights.
+        callbacks.append(EpochWeights(run_dir))
+    if max_minutes:
+        callbacks.append(TimeLimit(max_minutes * 60))
+    # Last, so that it backs up what the others left: the averaged weights,
+    # the epoch's learning rate in the logs, the decision to stop. It saves
+    # the best model on the validation loss as the run's model.
+    keeper = runs.RunKeeper(run_dir, state)
+    callbacks.append(keeper)
+    start = time.time()
+    if state is None or not (state["stopped"] or state["epoch"] >= config["epochs"]):
+        model.fit(
+            train_data,
+            validation_data=val_data,
+            epochs=config["epochs"],
+            initial_epoch=state["epoch"] if state else 0,
+            callbacks=callbacks,
+            verbose=1 if sys.stdout.isatty() else 2,
+        )
+    minutes = (time.time() - start) / 60
+    print(f"training took {minutes:.1f} min; model: {run_dir / MODEL_FILE}")
+    _update_json(run_dir / CONFIG_FILE, {"train_minutes_last_session": minutes})
+    # Last: until this file exists, the run is unfinished and resumes.
+    runs.finish(
+        run_dir,
+        {
+            "epochs": len(keeper.history),
+            "best_epoch": keeper.best_epoch,
+            "best_val_loss": keeper.best,
+        },
+    )
+    return run_dir
+
+
+def prepare_run_dir(run_dir, overwrite=False):
+    """Readies `run_dir` for `train_run`; returns the backup state to resume
+    from, or None.
+
+    Raises:
+        SystemExit: the folder holds a finished run or a damaged one, and not
+            `overwrite`.
+        NotADirectoryError: `run_dir` is a file.
+    """
+    run_dir = Path(run_dir)
+    try:
+        status = runs.run_status(run_dir)
+    except runs.CorruptRunError as error:
+        if not overwrite:
+            raise SystemExit(f"train: {error} Use --overwrite to start the run over.") from None
+        status = None
+    if status is not None and status.state == runs.FINISHED and not overwrite:
+        # A new training would start from fresh weights and replace the model.
+        raise SystemExit(
+            f"train: {run_dir} already holds a finished run. Use another --run-dir, or --overwrite."
+        )
+    if status is None or status.state == runs.FINISHED:
+        # --overwrite. The marker goes first: a kill from here on leaves an
+        # unfinished run, never a finished one with missing files.
+        runs.clear(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    runs.remove_temporaries(run_dir)
+    state = runs.read_state(run_dir)
+    if state is None:
+        # No epoch backed up: the run starts over; its vocabularies stay, and
+        # the epochs of an older run are not averaged with the new one's.
+        runs.clear(run_dir, keep_config=True)
+    return state
+
+
+def compiled_model(config, source_tokenizer, target_tokenizer, seed=None):
+    """`build_translator` for a run's config, compiled as `train_run` trains it:
+    Adam with global norm clipping (and the weight average when
+    `ema_momentum`), smoothed cross-entropy that ignores padding."""
+    model = build_translator(
+        source_tokenizer.vocab_size,
+        target_tokenizer.vocab_size,
+        attention=config["attention"],
+        embedding_dim=config["embedding_dim"],
+        units=config["units"],
+        dropout=config["dropout"],
+        input_feeding=config["input_feeding"],
+        conditional=config["conditional"],
+        decoder_init=config["decoder_init"],
+        tie_embeddings=config["tie_embeddings"],
+        encoder_units=config["encoder_units"],
+        seed=seed,
+    )
+    optimizer = keras.optimizers.Adam(
+        config["learning_rate"],
+        global_clipnorm=1.0,
+        use_ema=bool(config["ema_momentum"]),
+        ema_momentum=config["ema_momentum"],
+    )
+    model.compile(
+        optimizer=optimizer,
+        loss=SmoothedSparseCrossentropy(config["label_smoothing"], ignore_class=0),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+    return model
+
+
+def learning_rate_schedule(config, max_minutes=None):
+    """The callback of `config["lr_schedule"]`: `CosineToBudget` over the
+    config's epochs and `max_minutes`, or "plateau" (`ReduceLROnPlateau`)."""
+    if config["lr_schedule"] == "plateau":
+        # Halve the rate after one epoch without a better validation loss.
+        return keras.callbacks.ReduceLROnPlateau(monitor="val_loss", factor=0.5, patience=1)
+    budget = max_minutes * 60 if max_minutes else None
+    return CosineToBudget(config["learning_rate"], config["epochs"], budget)
+
+
+class CosineToBudget(keras.callbacks.Callback):
+    """Cosine decay of the learning rate over the epochs or the time budget.
+
+    Before each epoch the rate is set from the run's progress: the larger of the
+    fraction of epochs done and the fraction of the wall-clock budget spent, so
+    that a run cut short by ``--max-minutes`` still ends at a low rate instead of
+    stopping at a high one. The rate falls from ``learning_rate`` to
+    ``learning_rate * final_fraction``. A resumed run counts its epochs from the
+    backup but its time from the restart, like the time limit itself.
+    """
+
+    def __init__(
+        self, learning_rate, epochs, budget_seconds=None, final_fraction=0.05, clock=time.monotonic
+    ):
+        super().__init__()
+        if learning_rate <= 0 or epochs < 1:
+            raise ValueError(
+                f"CosineToBudget: learning_rate must be > 0 and epochs >= 1, got "
+                f"{learning_rate} and {epochs}"
+            )
+        self.learning_rate = learning_rate
+        self.epochs = epochs
+        self.budget_seconds = budget_seconds
+        self.final_fraction = final_fraction
+        self.clock = clock
+        self.start = clock()
+
+    def rate(self, epoch):
+        progress = epoch / self.epochs
+        if self.budget_seconds:
+            progress = max(progress, (self.clock() - self.start) / self.budget_seconds)
+        progress = min(progress, 1.0)
+        low = self.learning_rate * self.final_fraction
+        return low + 0.5 * (self.learning_rate - low) * (1 + math.cos(math.pi * progress))
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.model.optimizer.learning_rate = self.rate(epoch)
+
+    def on_epoch_end(self, epoch, logs=None):
+        # Recorded in history.csv, as ReduceLROnPlateau does.
+        if logs is not None:
+            logs["learning_rate"] = float(
+                keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
+            )
+
+
+class EpochWeights(keras.callbacks.Callback):
+    """Saves the weights after every epoch in `RUN_DIR/epochs`, for `average`."""
+
+    def __init__(self, run_dir):
+        super().__init__()
+        self.run_dir = run_dir
+
+    def on_epoch_end(self, epoch, logs=None):
+        path = epoch_weight_path(self.run_dir, epoch + 1)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        runs.save_weights(self.model, path)
+
+
+class TimeLimit(keras.callbacks.Callback):
+    """Stops training after the epoch that passes a wall-clock budget."""
+
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds = seconds
+        self.start = time.time()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if time.time() - self.start > self.seconds:
+            print(f"time limit reached after epoch {epoch + 1}")
+            self.model.stop_training = True
+
+
+def filter_long_pairs(en, fr, max_words=MAX_TRAIN_WORDS):
+    """The pairs whose sides both have at most `max_words` words, as two lists;
+    logs how many were skipped."""
+    kept = [
+        (e, f)
+        for e, f in zip(en, fr, strict=True)
+        if max(len(e.split()), len(f.split())) <= max_words
+    ]
+    skipped = len(en) - len(kept)
+    if skipped:
+        logging.info("skipped %d training pairs longer than %d words", skipped, max_words)
+    return [e for e, _ in kept], [f for _, f in kept]
+
+
+def _update_json(path, values):
+    data = runs.read_json(path) if Path(path).exists() else {}
+    data.update(values)
+    runs.write_json(path, data)
