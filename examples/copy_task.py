@@ -28,6 +28,16 @@ minute). Prints Keras' progress bar while training, then a table:
 and with `--plot PATH` saves accuracy against length for both models as a PNG.
 
     python examples/copy_task.py --plot docs/img/copy_task.png
+
+The length lesson: does attention generalise past the lengths it was trained
+on? `--eval-max-length` evaluates beyond `--max-length`, and `--models` adds
+two attentions that know the previous alignment: location-sensitive attention
+(Chorowski et al. 2015) and monotonic attention (Raffel et al. 2017, trained on
+the expected alignment, decoded with hard decisions):
+
+    python examples/copy_task.py --max-length 40 --eval-max-length 120 \
+        --models "no attention,attention,location-sensitive,monotonic" \
+        --plot docs/img/length_generalisation.png
 """
 
 import argparse
@@ -42,12 +52,16 @@ import tensorflow as tf  # noqa: E402
 
 from keras_attention import BahdanauAttention  # noqa: E402
 from keras_attention import BahdanauDecoder  # noqa: E402
+from keras_attention import BahdanauMonotonicAttention  # noqa: E402
+from keras_attention import LocationSensitiveAttention  # noqa: E402
 from keras_attention import Seq2SeqGenerator  # noqa: E402
 
 PAD, START, END = 0, 1, 2
 FIRST_SYMBOL = 3  # tokens FIRST_SYMBOL .. FIRST_SYMBOL + symbols - 1 are copied
 
-MODELS = ("no attention", "attention")
+MODELS = ("no attention", "attention", "location-sensitive", "monotonic")
+# The bottleneck lesson compares the first two; the length lesson all four.
+DEFAULT_MODELS = MODELS[:2]
 
 
 # --------------------------------------------------------------------- data
@@ -107,9 +121,9 @@ def length_buckets(min_length, max_length):
 class CopyModel:
     """A trainable Keras model and the generator that decodes with it."""
 
-    def __init__(self, name, vocab_size, embedding_dim, units, attention):
+    def __init__(self, name, vocab_size, embedding_dim, units):
         self.name = name
-        self.attention = attention
+        self.attention = make_attention(name, units)
         source = keras.Input((None,), dtype="int32", name="source")
         decoder_input = keras.Input((None,), dtype="int32", name="decoder_input")
 
@@ -123,8 +137,8 @@ class CopyModel:
         embedded = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True)(
             decoder_input
         )  # (B, T_dec, E)
-        if attention:
-            decoder = BahdanauDecoder(units, BahdanauAttention(units))
+        if self.attention is not None:
+            decoder = BahdanauDecoder(units, self.attention)
             outputs, _, _ = decoder(embedded, memory, initial_state=state)
         else:
             decoder = keras.layers.GRU(units, return_sequences=True)
@@ -136,17 +150,35 @@ class CopyModel:
         # model's graph and shares its weights: nothing to rebuild after `fit`.
         self.generator = Seq2SeqGenerator.from_model(self.model, start_id=START, end_id=END)
 
+    def for_inference(self):
+        """Monotonic attention decides hard at inference (Raffel et al. 2017):
+        one position per step, never moving back, as a streaming decoder would."""
+        if isinstance(self.attention, BahdanauMonotonicAttention):
+            self.attention.mode = "hard"
+
     def greedy_decode(self, source):
         """source (B, L) → the greedy output (B, L), END excluded."""
         length = source.shape[1]
         return self.generator.greedy(source, max_length=length + 1)["tokens"][:, :length]
 
 
-def build_models(vocab_size, embedding_dim, units):
-    return [
-        CopyModel(name, vocab_size, embedding_dim, units, attention=(name != MODELS[0]))
-        for name in MODELS
-    ]
+def make_attention(name, units):
+    """The attention layer of a model in MODELS (None: no attention)."""
+    if name == "no attention":
+        return None
+    if name == "attention":  # content only: the score sees the keys, not positions
+        return BahdanauAttention(units)
+    if name == "location-sensitive":  # also sees where it attended so far
+        return LocationSensitiveAttention(units, filters=32, kernel_size=31, cumulative=True)
+    # Trained on the expected alignment ("parallel"), with noise that pushes
+    # the choice probabilities toward 0 or 1; decoded hard (`for_inference`).
+    return BahdanauMonotonicAttention(
+        units, sigmoid_noise=1.0, score_bias_init=-1.0, mode="parallel", seed=0
+    )
+
+
+def build_models(names, vocab_size, embedding_dim, units):
+    return [CopyModel(name, vocab_size, embedding_dim, units) for name in names]
 
 
 # --------------------------------------------------------------- evaluation
@@ -191,7 +223,7 @@ def format_table(buckets, accuracies):
     return "\n".join(lines)
 
 
-def save_plot(path, counts, symbols):
+def save_plot(path, counts, symbols, trained_max=None):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -203,10 +235,12 @@ def save_plot(path, counts, symbols):
         accuracy = [100 * per_length[n][0] / per_length[n][1] for n in lengths]
         ax.plot(lengths, accuracy, marker=".", label=name)
     ax.axhline(100 / symbols, color="gray", linestyle=":", label="chance")
+    if trained_max is not None and trained_max < max(max(c) for c in counts.values()):
+        ax.axvline(trained_max, color="black", linewidth=0.8, label="longest trained on")
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("greedy token accuracy (%)")
     ax.set_ylim(0, 102)
-    ax.set_title("Copy task: GRU encoder-decoder with and without attention")
+    ax.set_title("Copy task: GRU encoder-decoders, greedy decoding")
     ax.legend(loc="lower left")
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -241,8 +275,14 @@ def parse_args(argv):
         help="evaluation examples for every length",
     )
     parser.add_argument(
+        "--eval-max-length",
+        type=int,
+        help="evaluate up to this length (default: --max-length); longer than "
+        "--max-length tests lengths never seen in training",
+    )
+    parser.add_argument(
         "--models",
-        default=",".join(MODELS),
+        default=",".join(DEFAULT_MODELS),
         help="comma-separated subset of: " + ", ".join(MODELS),
     )
     parser.add_argument("--plot", help="save accuracy against length to this PNG")
@@ -259,12 +299,21 @@ def parse_args(argv):
     )
     args = parser.parse_args(argv)
     if args.quick:
+        if args.eval_max_length is not None:
+            args.eval_max_length = min(args.eval_max_length, 16)
         args.max_length = min(args.max_length, 12)
         args.examples = 320
         args.epochs = 1
         args.embedding_dim = 16
         args.units = 32
         args.eval_per_length = 8
+    if args.eval_max_length is None:
+        args.eval_max_length = args.max_length
+    if not args.min_length <= args.max_length <= args.eval_max_length:
+        parser.error(
+            "expected --min-length <= --max-length <= --eval-max-length, got "
+            f"{args.min_length}, {args.max_length}, {args.eval_max_length}"
+        )
     return args
 
 
@@ -276,6 +325,7 @@ def main(argv=None):
     unknown = sorted(set(names) - set(MODELS))
     if unknown:
         raise SystemExit(f"Unknown model(s) {unknown}; choose from {MODELS}")
+    names = [name for name in MODELS if name in names]  # in MODELS' order, once
     vocab_size = FIRST_SYMBOL + args.symbols
     num_batches = max(1, args.examples // args.batch_size)
     train = make_batches(
@@ -286,14 +336,12 @@ def main(argv=None):
         args.max_length,
         args.symbols,
     )
-    buckets = length_buckets(args.min_length, args.max_length)
+    buckets = length_buckets(args.min_length, args.eval_max_length)
     counts = {}
     accuracies = {}
     started, cpu_started = time.perf_counter(), time.process_time()
     trained_models = {}
-    for model in build_models(vocab_size, args.embedding_dim, args.units):
-        if model.name not in names:
-            continue
+    for model in build_models(names, vocab_size, args.embedding_dim, args.units):
         trained_models[model.name] = model
         print(f"\nTraining: {model.name}")
         # Cosine decay: a high rate finds the alignment quickly, a low one at the
@@ -310,12 +358,13 @@ def main(argv=None):
         model.model.fit(as_dataset(train, args.seed), epochs=args.epochs, shuffle=False)
         trained = time.perf_counter() - tick
         tick = time.perf_counter()
-        eval_rng = np.random.default_rng(args.seed + 1)  # same sources for both
+        eval_rng = np.random.default_rng(args.seed + 1)  # same sources for all
+        model.for_inference()
         counts[model.name] = evaluate(
             model,
             eval_rng,
             args.min_length,
-            args.max_length,
+            args.eval_max_length,
             args.eval_per_length,
             args.symbols,
             args.batch_size,
@@ -330,12 +379,14 @@ def main(argv=None):
         f"chance {100 / args.symbols:.1f} %):\n"
     )
     print(format_table(buckets, accuracies))
-    # The longest length on its own: the point where the bottleneck bites most.
-    longest = ", ".join(
-        f"{name} {100 * counts[name][args.max_length][0] / counts[name][args.max_length][1]:.2f} %"
-        for name in counts
-    )
-    print(f"\nAt length {args.max_length} exactly: {longest}")
+    # The longest lengths on their own: the longest trained on, where the
+    # bottleneck bites most, and the longest evaluated.
+    for length in sorted({args.max_length, args.eval_max_length}):
+        at = ", ".join(
+            f"{name} {100 * counts[name][length][0] / counts[name][length][1]:.2f} %"
+            for name in counts
+        )
+        print(f"\nAt length {length} exactly: {at}")
     # CPU time as well: on a shared machine the wall time says more about the
     # neighbours than about the script.
     print(
@@ -343,7 +394,7 @@ def main(argv=None):
         f"(CPU time {time.process_time() - cpu_started:.0f} s)"
     )
     if args.plot:
-        save_plot(args.plot, counts, args.symbols)
+        save_plot(args.plot, counts, args.symbols, trained_max=args.max_length)
         print(f"Saved the plot to {args.plot}")
     if args.export:
         export_attention_model(trained_models, args)

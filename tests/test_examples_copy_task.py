@@ -81,3 +81,53 @@ def test_quick_run_exports_the_attention_model_to_builtin_tflite(copy_task, tmp_
         if line.startswith(("TFLite ", "Keras "))
     }
     assert lines["TFLite"] == lines["Keras"]
+
+
+def test_quick_length_run_evaluates_past_the_trained_lengths(copy_task, tmp_path, capsys):
+    # The length lesson: trained on 5..12, evaluated on 5..16 with all four models.
+    plot = tmp_path / "length.png"
+    result = copy_task.main(
+        [
+            "--quick",
+            "--models",
+            "monotonic,no attention,location-sensitive,attention",
+            "--eval-max-length",
+            "16",
+            "--plot",
+            str(plot),
+        ]
+    )
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("| length"))
+    # In MODELS' order, whatever the order asked for.
+    assert header == "| length | no attention | attention | location-sensitive | monotonic |"
+    assert result["buckets"] == [(5, 10), (11, 16)]
+    assert sorted(result["counts"]["monotonic"]) == list(range(5, 17))
+    for length in (12, 16):
+        line = next(x for x in out.splitlines() if x.startswith(f"At length {length} exactly:"))
+        for name, counts in result["counts"].items():
+            correct, total = counts[length]
+            assert f"{name} {100 * correct / total:.2f} %" in line
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_monotonic_model_decodes_with_hard_decisions(copy_task):
+    model = copy_task.CopyModel("monotonic", vocab_size=10, embedding_dim=8, units=16)
+    assert model.attention.mode == "parallel"  # trained on the expected alignment
+    model.for_inference()
+    assert model.attention.mode == "hard"
+    content = copy_task.CopyModel("attention", 10, 8, 16).attention
+    assert not getattr(content, "stateful_attention", False)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--max-length", "40", "--eval-max-length", "30"], "--eval-max-length"),
+        (["--min-length", "50", "--max-length", "40"], "--min-length"),
+    ],
+)
+def test_inconsistent_lengths_are_refused(copy_task, argv, message, capsys):
+    with pytest.raises(SystemExit):
+        copy_task.parse_args(argv)
+    assert message in capsys.readouterr().err
