@@ -90,3 +90,30 @@ def test_importing_on_another_backend_imports_no_tensorflow(saved, backend):
         pytest.skip(f"{backend} is not installed")
     stdout = saved[backend][1]
     assert stdout.split()[-2:] == [backend, "False"], stdout
+
+
+@pytest.mark.parametrize("module", ["keras_attention.export", "keras_attention.translation"])
+def test_tensorflow_only_modules_name_the_extra_when_tensorflow_is_missing(module):
+    if not _installed("jax"):
+        pytest.skip("jax is not installed")
+    # TensorFlow made unimportable: the layers still import, the TF-only
+    # modules raise an ImportError that says what to install.
+    code = (
+        "import sys\n"
+        "sys.modules['tensorflow'] = None\n"
+        "import keras_attention\n"
+        "from keras_attention import BahdanauDecoder, Seq2SeqGenerator\n"
+        "try:\n"
+        f"    import {module}\n"
+        "except ImportError as error:\n"
+        "    print('ImportError:', error)\n"
+    )
+    package_root = str(Path(keras_attention.__file__).resolve().parents[1])
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=package_root)
+    completed = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    assert "ImportError:" in completed.stdout, completed.stdout
+    assert f"{module} needs TensorFlow" in completed.stdout
+    assert "pip install keras-attention[tensorflow]" in completed.stdout
