@@ -1,5 +1,9 @@
 """`TiedEmbedding` against float64 NumPy, and the translator that ties its output layer."""
 
+import json
+import zipfile
+
+import h5py
 import keras
 import numpy as np
 import pytest
@@ -137,6 +141,118 @@ def test_config_and_saving_round_trip(tmp_path, use_output_bias):
     config = layer.get_config()
     assert config["use_output_bias"] is use_output_bias
     assert TiedEmbedding.from_config(config).get_config() == config
+
+
+# The layer's config before it was built on `keras.layers.ReversibleEmbedding`:
+# what a `.keras` file saved then holds for TiedEmbedding(V, E, mask_zero=True).
+EARLIER_CONFIG = {
+    "name": "tied_embedding",
+    "trainable": True,
+    "dtype": {
+        "module": "keras",
+        "class_name": "DTypePolicy",
+        "config": {"name": "float32"},
+        "registered_name": None,
+    },
+    "input_dim": V,
+    "output_dim": E,
+    "embeddings_initializer": {
+        "module": "keras.initializers",
+        "class_name": "RandomNormal",
+        "config": {"seed": None, "mean": 0.0, "stddev": E**-0.5},
+        "registered_name": None,
+    },
+    "embeddings_regularizer": None,
+    "activity_regularizer": None,
+    "embeddings_constraint": None,
+    "mask_zero": True,
+    "quantization_config": None,
+    "use_output_bias": True,
+}
+
+
+def test_is_a_tied_reversible_embedding():
+    layer = TiedEmbedding(V, E)
+    assert isinstance(layer, keras.layers.ReversibleEmbedding)
+    assert layer.tie_weights is True and layer.logit_soft_cap is None
+
+
+@pytest.mark.parametrize(
+    "name, value", [("tie_weights", False), ("logit_soft_cap", 30.0), ("reverse_dtype", "float32")]
+)
+def test_fixed_reversible_embedding_arguments_are_refused(name, value):
+    with pytest.raises(ValueError, match=f"`{name}`.*Received: {name}="):
+        TiedEmbedding(V, E, **{name: value})
+
+
+def test_config_keys_and_weights_are_those_of_earlier_versions():
+    layer = _layer()
+    assert sorted(layer.get_config()) == sorted(EARLIER_CONFIG)
+    assert [(w.path, tuple(w.shape), w.dtype) for w in layer.weights] == [
+        (f"{layer.name}/embeddings", (V, E), "float32"),
+        (f"{layer.name}/output_bias", (V,), "float32"),
+    ]
+    assert layer.variable_serialization_spec[None] == ["embeddings", "output_bias"]
+    restored = TiedEmbedding.from_config(EARLIER_CONFIG)
+    restored.build()
+    assert restored.get_config() == EARLIER_CONFIG
+    assert [w.path for w in restored.weights] == [
+        "tied_embedding/embeddings",
+        "tied_embedding/output_bias",
+    ]
+
+
+def test_file_with_the_earlier_config_loads_with_identical_outputs(tmp_path):
+    ids = keras.Input((None,), dtype="int32")
+    layer = TiedEmbedding(V, E, mask_zero=True, name="tied_embedding")
+    model = keras.Model(ids, layer(layer(ids), reverse=True))
+    layer.output_bias.assign(np.arange(V, dtype="float32"))
+    batch = np.array([[1, 2, 3], [4, 0, 0]])
+    want = np.asarray(model(batch))
+    model.save(tmp_path / "new.keras")
+    # An earlier file: the same weights file (its layout is checked below) and
+    # the layer config written out above.
+    with zipfile.ZipFile(tmp_path / "new.keras") as new:
+        files = {name: new.read(name) for name in new.namelist()}
+    config = json.loads(files["config.json"])
+    (saved,) = [c for c in config["config"]["layers"] if c["class_name"] == "TiedEmbedding"]
+    assert saved["registered_name"] == "keras_attention>TiedEmbedding"
+    saved["config"] = EARLIER_CONFIG
+    files["config.json"] = json.dumps(config)
+    with zipfile.ZipFile(tmp_path / "earlier.keras", "w") as earlier:
+        for name, data in files.items():
+            earlier.writestr(name, data)
+    keras.backend.clear_session()
+    loaded = keras.saving.load_model(tmp_path / "earlier.keras")
+    np.testing.assert_array_equal(np.asarray(loaded(batch)), want)
+
+
+def test_saved_weights_keep_their_earlier_layout(tmp_path):
+    ids = keras.Input((None,), dtype="int32")
+    layer = TiedEmbedding(V, E, mask_zero=True, name="tied_embedding")
+    keras.Model(ids, layer(layer(ids), reverse=True)).save_weights(tmp_path / "m.weights.h5")
+    shapes = {}
+    with h5py.File(tmp_path / "m.weights.h5") as f:
+        f.visititems(lambda name, item: shapes.update({name: getattr(item, "shape", None)}))
+    assert {name: shape for name, shape in shapes.items() if shape is not None} == {
+        "layers/tied_embedding/vars/0": (V, E),  # embeddings
+        "layers/tied_embedding/vars/1": (V,),  # output_bias
+    }
+
+
+def test_mixed_precision_logits_are_float16_inside_a_model_too(dtype_policy, seed):
+    # Inside a model Keras does not autocast the layer's float32 matrix; the
+    # reverse product still runs in the compute dtype.
+    dtype_policy("mixed_float16")
+    vectors = keras.Input((E,))
+    layer = TiedEmbedding(V, E)
+    model = keras.Model(vectors, layer(vectors, reverse=True))
+    batch = np.random.default_rng(4).normal(size=(2, E)).astype("float32")
+    logits = model(batch)
+    assert keras.backend.standardize_dtype(logits.dtype) == "float16"
+    assert keras.backend.standardize_dtype(model.outputs[0].dtype) == "float16"
+    want = _reference_logits(batch, layer.embeddings.numpy(), layer.output_bias.numpy())
+    np.testing.assert_allclose(np.asarray(logits, "float64"), want, rtol=1e-2, atol=1e-2)
 
 
 # ------------------------------------------------------------ the translator

@@ -16,15 +16,25 @@ standard deviation at most 1 at the start, as a Glorot-initialized Dense would.
 `Embedding`'s own default, uniform in ±0.05, gives logits near 0 for every
 token: on Multi30k such a translator was still at the unigram loss after two
 epochs.
+
+The layer is Keras' own `ReversibleEmbedding` (tied) plus the output bias b
+and that initializer. Its weights ("embeddings", then "output_bias") and
+registered name are those of the layer before it was built on
+`ReversibleEmbedding`, so earlier `.keras` files load unchanged.
 """
 
 import keras
 from keras import ops
 
+# `ReversibleEmbedding` arguments this layer fixes: the matrix is always tied; a
+# soft cap would be applied before the output bias; the reverse product runs in
+# the compute dtype (see `reverse_dtype`).
+_FIXED = {"tie_weights": True, "logit_soft_cap": None, "reverse_dtype": None}
+
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class TiedEmbedding(keras.layers.Embedding):
-    """An `Embedding` that, called with `reverse=True`, gives logits over its vocabulary.
+class TiedEmbedding(keras.layers.ReversibleEmbedding):
+    """A tied `ReversibleEmbedding` with an output bias and a scaled initializer.
 
     Args:
         input_dim: vocabulary size V.
@@ -34,7 +44,9 @@ class TiedEmbedding(keras.layers.Embedding):
         embeddings_initializer: defaults to a normal of standard deviation
             `output_dim ** -0.5` (see the module docstring).
         **kwargs: the other arguments of `keras.layers.Embedding`
-            (`mask_zero`, `name`, `dtype`, ...).
+            (`mask_zero`, `name`, `dtype`, ...). `ReversibleEmbedding`'s
+            `tie_weights`, `logit_soft_cap` and `reverse_dtype` are fixed
+            (tied, none, the compute dtype) and cannot be given.
 
     Call arguments:
         inputs: int token ids (any shape) for the forward call; float vectors
@@ -57,14 +69,42 @@ class TiedEmbedding(keras.layers.Embedding):
     """
 
     def __init__(
-        self, input_dim, output_dim, use_output_bias=True, embeddings_initializer=None, **kwargs
+        self,
+        input_dim,
+        output_dim,
+        use_output_bias=True,
+        embeddings_initializer=None,
+        **kwargs,
     ):
+        for name in _FIXED:
+            if name in kwargs:
+                raise ValueError(
+                    f"Invalid keyword argument `{name}`. TiedEmbedding's matrix is always "
+                    "tied, its logits have no soft cap and are computed in the layer's "
+                    f"compute dtype. Received: {name}={kwargs[name]!r}"
+                )
         if embeddings_initializer is None:
             embeddings_initializer = keras.initializers.RandomNormal(stddev=output_dim**-0.5)
         super().__init__(
-            input_dim, output_dim, embeddings_initializer=embeddings_initializer, **kwargs
+            input_dim,
+            output_dim,
+            embeddings_initializer=embeddings_initializer,
+            **_FIXED,
+            **kwargs,
         )
         self.use_output_bias = use_output_bias
+
+    @property
+    def reverse_dtype(self):
+        # Always the compute dtype. With None, `ReversibleEmbedding` leaves the
+        # matrix uncast, and under mixed precision the logits' dtype would
+        # depend on whether Keras autocasts the variable at that call (float16
+        # called on its own, float32 inside a model).
+        return self.compute_dtype
+
+    @reverse_dtype.setter
+    def reverse_dtype(self, value):
+        pass  # `ReversibleEmbedding.__init__` assigns its None here
 
     def build(self, input_shape=None):
         if self.built:
@@ -84,25 +124,17 @@ class TiedEmbedding(keras.layers.Embedding):
                 f"(..., {self.output_dim}) (the embedding size), received shape "
                 f"{tuple(inputs.shape)}."
             )
-        kernel = ops.cast(self.embeddings, self.compute_dtype)  # (V, E)
-        logits = ops.matmul(ops.cast(inputs, self.compute_dtype), ops.transpose(kernel))
+        logits = super().call(inputs, reverse=True)  # (..., V)
         if self.use_output_bias:
-            logits = logits + ops.cast(self.output_bias, self.compute_dtype)
-        return logits  # (..., V)
+            logits = logits + ops.cast(self.output_bias, logits.dtype)
+        return logits
 
     def compute_mask(self, inputs, mask=None):
         if "int" not in keras.backend.standardize_dtype(inputs.dtype):
             return mask  # reverse call: the logits keep their positions' mask
-        return super().compute_mask(inputs, mask)
-
-    def compute_output_shape(self, input_shape, reverse=False):
-        if reverse:
-            return (*input_shape[:-1], self.input_dim)
-        return super().compute_output_shape(input_shape)
-
-    def compute_output_spec(self, inputs, reverse=False):
-        shape = self.compute_output_shape(inputs.shape, reverse=reverse)
-        return keras.KerasTensor(shape, dtype=self.compute_dtype)
+        # `ReversibleEmbedding` returns None here and sets the mask in `call`,
+        # which a symbolic (functional) call never runs.
+        return keras.layers.Embedding.compute_mask(self, inputs, mask)
 
     @property
     def variable_serialization_spec(self):
@@ -115,5 +147,7 @@ class TiedEmbedding(keras.layers.Embedding):
 
     def get_config(self):
         config = super().get_config()
+        for name in _FIXED:
+            del config[name]
         config.update({"use_output_bias": self.use_output_bias})
         return config
