@@ -5,8 +5,11 @@ import math
 import keras
 from keras import ops
 
+from keras_attention.additive_score import additive_score
+from keras_attention.additive_score import normalized_score_vector
 from keras_attention.base_monotonic_attention import BaseMonotonicAttention
 from keras_attention.masking import project
+from keras_attention.validation import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -111,11 +114,7 @@ class BahdanauMonotonicAttention(BaseMonotonicAttention):
             kernel_initializer=kernel_initializer,
             **kwargs,
         )
-        if isinstance(units, bool) or not isinstance(units, int) or units < 1:
-            raise ValueError(
-                "Invalid value for argument `units`. Expected a positive integer. "
-                f"Received: units={units!r}"
-            )
+        check_positive_int("units", units)
         self.units = units
         self.normalize = bool(normalize)
 
@@ -155,15 +154,12 @@ class BahdanauMonotonicAttention(BaseMonotonicAttention):
     def _energy(self, query, processed_keys):
         dtype = self.compute_dtype
         projected = ops.matmul(query, ops.cast(self.query_kernel, dtype))  # (B, units)
-        hidden = projected[:, None, :] + processed_keys  # (B, T_v, units)
-        v = ops.cast(self.score_vector, dtype)
         if self.normalize:
-            hidden = hidden + ops.cast(self.score_bias, dtype)
-            # Normalized in float32: the sum of squares overflows float16 easily.
-            v32 = ops.cast(self.score_vector, "float32")
-            g32 = ops.cast(self.score_scale, "float32")
-            v = ops.cast(g32 * v32 / ops.sqrt(ops.sum(v32 * v32)), dtype)
-        return ops.sum(ops.tanh(hidden) * v, axis=-1)  # (B, T_v)
+            v = normalized_score_vector(self.score_vector, self.score_scale, dtype)
+            bias = ops.cast(self.score_bias, dtype)
+        else:
+            v, bias = ops.cast(self.score_vector, dtype), None
+        return additive_score(projected, processed_keys, v, bias)  # (B, T_v)
 
     def get_config(self):
         config = super().get_config()

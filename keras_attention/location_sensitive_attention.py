@@ -3,17 +3,11 @@
 import keras
 from keras import ops
 
+from keras_attention.additive_score import additive_score
 from keras_attention.base_alignment_attention import BaseAlignmentAttention
 from keras_attention.masking import masked_softmax
 from keras_attention.masking import project
-
-
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"Invalid value for argument `{name}`. Expected a positive integer. "
-            f"Received: {name}={value!r}"
-        )
+from keras_attention.validation import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -103,9 +97,9 @@ class LocationSensitiveAttention(BaseAlignmentAttention):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _positive_int("units", units)
-        _positive_int("filters", filters)
-        _positive_int("kernel_size", kernel_size)
+        check_positive_int("units", units)
+        check_positive_int("filters", filters)
+        check_positive_int("kernel_size", kernel_size)
         self.units = units
         self.filters = filters
         self.kernel_size = kernel_size
@@ -164,9 +158,13 @@ class LocationSensitiveAttention(BaseAlignmentAttention):
         location = project(features, ops.cast(self.location_projection, previous.dtype))
         location = ops.cast(location, dtype)  # (B, T_v, units)
         projected = ops.matmul(query, ops.cast(self.query_kernel, dtype))  # (B, units)
-        hidden = projected[:, None, :] + processed_keys + location
-        hidden = hidden + ops.cast(self.score_bias, dtype)  # (B, T_v, units)
-        scores = ops.sum(ops.tanh(hidden) * ops.cast(self.score_vector, dtype), axis=-1)
+        # The location term belongs to each key: vᵀ tanh(W s + (V h_j + U f_{t,j}) + b).
+        scores = additive_score(
+            projected,
+            processed_keys + location,
+            ops.cast(self.score_vector, dtype),
+            ops.cast(self.score_bias, dtype),
+        )  # (B, T_v)
         scores = ops.cast(scores, self.state_dtype)  # (B, T_v)
         weights = masked_softmax(scores, value_mask, axis=-1)  # (B, T_v)
         new_state = {"alignment": weights}

@@ -3,9 +3,11 @@
 import keras
 from keras import ops
 
+from keras_attention.additive_score import additive_score
 from keras_attention.base_attention import BaseAttention
 from keras_attention.masking import project
 from keras_attention.masking import shape_str
+from keras_attention.validation import check_positive_int
 
 _SCORE_MODES = ("dot", "general", "concat")
 
@@ -98,11 +100,7 @@ class LuongAttention(BaseAttention):
                 f"has a hidden layer. Received: units={units!r} with "
                 f"score_mode={score_mode!r}"
             )
-        if units is not None and (not isinstance(units, int) or units < 1):
-            raise ValueError(
-                "Invalid value for argument `units`. Expected a positive integer "
-                f"or None. Received: units={units!r}"
-            )
+        check_positive_int("units", units, allow_none=True)
         if score_mode == "concat" and num_heads != 1:
             raise ValueError(
                 "Invalid value for argument `num_heads`. score_mode='concat' has "
@@ -176,11 +174,9 @@ class LuongAttention(BaseAttention):
     def _score(self, query, processed_keys):
         dtype = self.compute_dtype
         if self.score_mode == "concat":
-            projected = project(query, ops.cast(self.query_kernel, dtype))
-            hidden = projected[:, :, None, :] + processed_keys[:, None, :, :]
-            # hidden: (B, T_q, T_v, units)
+            projected = project(query, ops.cast(self.query_kernel, dtype))  # (B, T_q, u)
             v = ops.cast(self.score_vector, dtype)
-            scores = ops.sum(ops.tanh(hidden) * v, axis=-1)[:, None]  # (B,1,T_q,T_v)
+            scores = additive_score(projected, processed_keys, v)[:, None]  # (B,1,T_q,T_v)
         else:
             if keras.backend.standardize_dtype(dtype) == "float16":
                 # A product of two vectors is unbounded: beyond 65504 it is inf

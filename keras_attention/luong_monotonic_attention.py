@@ -6,6 +6,7 @@ from keras import ops
 from keras_attention.base_monotonic_attention import BaseMonotonicAttention
 from keras_attention.masking import project
 from keras_attention.masking import shape_error as _arg_error
+from keras_attention.validation import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -97,13 +98,7 @@ class LuongMonotonicAttention(BaseMonotonicAttention):
             kernel_initializer=kernel_initializer,
             **kwargs,
         )
-        if units is not None and (
-            isinstance(units, bool) or not isinstance(units, int) or units < 1
-        ):
-            raise ValueError(
-                "Invalid value for argument `units`. Expected a positive integer "
-                f"or None. Received: units={units!r}"
-            )
+        check_positive_int("units", units, allow_none=True)
         self.units = units
         self.scale = bool(scale)
 

@@ -24,6 +24,7 @@ from keras_attention.bahdanau_decoder import BahdanauDecoder
 from keras_attention.luong_attention import LuongAttention
 from keras_attention.luong_decoder import LuongDecoder
 from keras_attention.translation.tied_embedding import TiedEmbedding
+from keras_attention.validation import check_positive_int
 
 ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat", "none")
 # What s_0 is computed from: the encoder's final states (both directions), or
@@ -68,7 +69,9 @@ class MaskedMean(keras.layers.Layer):
         return (input_shape[0], input_shape[2])
 
 
-def _check_conditional(attention, conditional):
+def check_conditional(attention, conditional):
+    """Raises `ValueError` if `conditional` is asked for with another attention
+    than "bahdanau": the conditional (two-cell) decoder is a Bahdanau decoder."""
     if conditional and attention != "bahdanau":
         raise ValueError(
             "Invalid value for argument `conditional`. The conditional decoder is a "
@@ -90,7 +93,7 @@ def make_decoder(
 
     `conditional=True` (Bahdanau only) gives the two-cell conditional decoder.
     """
-    _check_conditional(attention, conditional)
+    check_conditional(attention, conditional)
     if attention == "bahdanau":
         layer = BahdanauAttention(units, name="attention")
         return BahdanauDecoder(
@@ -166,12 +169,16 @@ def build_translator(
             f"Invalid value for argument `attention`. Expected one of {ATTENTIONS}. "
             f"Received: attention={attention!r}"
         )
-    _check_conditional(attention, conditional)
+    check_conditional(attention, conditional)
     if decoder_init not in DECODER_INITS:
         raise ValueError(
             f"Invalid value for argument `decoder_init`. Expected one of {DECODER_INITS}. "
             f"Received: decoder_init={decoder_init!r}"
         )
+    check_positive_int("source_vocab_size", source_vocab_size)
+    check_positive_int("target_vocab_size", target_vocab_size)
+    check_positive_int("embedding_dim", embedding_dim)
+    check_positive_int("units", units)
     if encoder_units is None:
         if units % 2:
             raise ValueError(
@@ -180,11 +187,7 @@ def build_translator(
                 f"given). Received: units={units}"
             )
         encoder_units = units // 2
-    if isinstance(encoder_units, bool) or not isinstance(encoder_units, int) or encoder_units < 1:
-        raise ValueError(
-            "Invalid value for argument `encoder_units`. Expected a positive int "
-            f"(the GRU size of each encoder direction). Received: encoder_units={encoder_units!r}"
-        )
+    check_positive_int("encoder_units", encoder_units)
     if attention == "luong-dot" and 2 * encoder_units != units:
         raise ValueError(
             "attention='luong-dot' scores s_t · h_i, so the memory (2 · encoder_units "

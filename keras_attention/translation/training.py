@@ -27,6 +27,7 @@ from keras_attention.translation.averaging import epoch_weight_path
 from keras_attention.translation.data import load_multi30k
 from keras_attention.translation.losses import SmoothedSparseCrossentropy
 from keras_attention.translation.model import build_translator
+from keras_attention.translation.model import check_conditional
 from keras_attention.translation.pipeline import make_dataset
 from keras_attention.translation.runs import CONFIG_FILE
 from keras_attention.translation.runs import MODEL_FILE
@@ -147,11 +148,14 @@ def train_run(
     if max_minutes and strategy == "multi-worker":
         # Workers would stop after different epochs and wait on each other.
         raise SystemExit("train: --max-minutes cannot be used with --strategy multi-worker")
-    if overrides.get("conditional") is True and attention != "bahdanau":
+    try:
+        # The rule is the model's; the message speaks of the command line.
+        check_conditional(attention, overrides.get("conditional"))
+    except ValueError:
         raise SystemExit(
             f"train: --conditional is a Bahdanau decoder; it cannot be used with "
             f"--attention {attention}"
-        )
+        ) from None
     tf_strategy = distribute.make_strategy(strategy)
     replicas = tf_strategy.num_replicas_in_sync
     # Workers other than the chief write to a private sub-folder.

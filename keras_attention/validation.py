@@ -1,0 +1,25 @@
+"""Argument checks shared by the layers and the translation toolkit."""
+
+
+def check_positive_int(name, value, allow_none=False):
+    """Raises `ValueError` unless `value` is a positive Python int.
+
+    A `bool` is refused although Python counts it as an `int`: `units=True` is
+    a mistake, not 1. So are floats, even whole ones, and strings of digits.
+
+    Args:
+        name: the argument's name, as the message prints it.
+        value: the value received.
+        allow_none: also accept None (an optional size).
+
+    Raises:
+        ValueError: "Invalid value for argument `name`. Expected a positive
+            integer. Received: name=value" (with "or None" when allowed).
+    """
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        expected = "a positive integer or None" if allow_none else "a positive integer"
+        raise ValueError(
+            f"Invalid value for argument `{name}`. Expected {expected}. Received: {name}={value!r}"
+        )
