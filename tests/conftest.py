@@ -1,6 +1,8 @@
 """Fixtures shared by every test module. Keep this small and generic."""
 
+import atexit
 import os
+import shutil
 import tempfile
 
 # Must be set before TensorFlow is first imported (by keras) to silence its notices.
@@ -9,12 +11,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # float64 for the float64 oracles and finite differences (JAX truncates it to
 # float32 unless x64 is on), and XLA's cache on disk, keyed by the computation.
 # Called eagerly, a decoder's scan is compiled again at every call (its step is
-# a new closure), and a fresh process compiles everything again: the cache skips
-# a compilation already done.
+# a new closure): the cache skips a compilation already done. One folder per
+# test run, removed at its end: JAX crashed (a segmentation fault) reading an
+# entry of a folder that another test run, beside it, was writing.
 os.environ.setdefault("JAX_ENABLE_X64", "1")
-os.environ.setdefault(
-    "JAX_COMPILATION_CACHE_DIR", os.path.join(tempfile.gettempdir(), "keras_attention_jax_cache")
-)
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    _jax_cache = tempfile.mkdtemp(prefix="keras_attention_jax_cache_")
+    atexit.register(shutil.rmtree, _jax_cache, ignore_errors=True)
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _jax_cache
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
 
