@@ -550,6 +550,8 @@ MAX_LENGTH = 10
 GENERATOR_ATTENTIONS = {
     "location": lambda: LocationSensitiveAttention(units=10, filters=4, kernel_size=5),
     "bahdanau_hard": lambda: BahdanauMonotonicAttention(units=10, mode="hard", score_bias_init=0.5),
+    "bahdanau_parallel": lambda: BahdanauMonotonicAttention(units=10, score_bias_init=0.5),
+    "luong_hard": lambda: LuongMonotonicAttention(mode="hard", score_bias_init=0.5),
 }
 
 
@@ -620,10 +622,7 @@ def test_generator_greedy_equals_the_oracle(attention):
 # (`monotonic_alignment`, mode "hard"): TensorFlow's Cumprod has no TFLite
 # builtin kernel, so the builtin-only conversion fails there. Computed as
 # "no choice before j" (an exclusive cumsum equal to 0), it converts.
-TFLITE_ATTENTIONS = [
-    pytest.param("location"),
-    pytest.param("bahdanau_hard"),
-]
+TFLITE_ATTENTIONS = list(GENERATOR_ATTENTIONS)
 
 
 @pytest.mark.tensorflow
