@@ -101,7 +101,7 @@ def test_quick_length_run_evaluates_past_the_trained_lengths(copy_task, tmp_path
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if line.startswith("| length"))
     # In MODELS' order, whatever the order asked for.
-    assert header == "| length | location-sensitive | monotonic |"
+    assert header == "| length | location-sensitive | monotonic | monotonic, soft |"
     assert result["buckets"] == [(5, 10), (11, 16)]
     assert sorted(result["counts"]["monotonic"]) == list(range(5, 17))
     for length in (12, 16):
@@ -112,11 +112,13 @@ def test_quick_length_run_evaluates_past_the_trained_lengths(copy_task, tmp_path
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_monotonic_model_decodes_with_hard_decisions(copy_task):
+def test_monotonic_model_decodes_with_hard_decisions_and_soft(copy_task):
     model = copy_task.CopyModel("monotonic", vocab_size=10, embedding_dim=8, units=16)
     assert model.attention.mode == "parallel"  # trained on the expected alignment
-    model.for_inference()
-    assert model.attention.mode == "hard"
+    assert model.decodings() == [("monotonic", "hard"), ("monotonic, soft", "parallel")]
+    before = model.generator
+    model.for_inference("hard")
+    assert model.attention.mode == "hard" and model.generator is not before
     content = copy_task.CopyModel("attention", 10, 8, 16).attention
     assert not getattr(content, "stateful_attention", False)
 
