@@ -1,26 +1,15 @@
 """Fixtures shared by every test module. Keep this small and generic."""
 
-import atexit
 import os
-import shutil
-import tempfile
 
 # Must be set before TensorFlow is first imported (by keras) to silence its notices.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # Read by JAX when first imported, here and in the processes the tests start:
 # float64 for the float64 oracles and finite differences (JAX truncates it to
-# float32 unless x64 is on), and XLA's cache on disk, keyed by the computation.
-# Called eagerly, a decoder's scan is compiled again at every call (its step is
-# a new closure): the cache skips a compilation already done. One folder per
-# test run, removed at its end: JAX crashed (a segmentation fault) reading an
-# entry of a folder that another test run, beside it, was writing.
+# float32 unless x64 is on). JAX's compilation cache on disk stays off: with
+# it, JAX 0.10 crashed (a segmentation fault in its cache's write) in the
+# middle of tests/test_seq2seq_generator.py.
 os.environ.setdefault("JAX_ENABLE_X64", "1")
-if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-    _jax_cache = tempfile.mkdtemp(prefix="keras_attention_jax_cache_")
-    atexit.register(shutil.rmtree, _jax_cache, ignore_errors=True)
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = _jax_cache
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
