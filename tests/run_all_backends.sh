@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs the tests on the three Keras backends:
 #
-#   bash tests/run_all_backends.sh [PYTEST_OPTIONS...]
+#   bash tests/run_all_backends.sh python -m pytest -q [PYTEST_OPTIONS...]
 #
-# - the whole suite on TensorFlow (the options are passed to this run);
+# - the whole suite on TensorFlow, with the pytest command given (default
+#   `python -m pytest -q`);
 # - at the same time, on PyTorch then on JAX, the modules below: the layers,
 #   the decoders, saving and generation, whose float64 references do not
 #   depend on the backend (tests marked `tensorflow` skip there). JAX runs
@@ -64,7 +65,8 @@ logs=$(mktemp -d)
 others=$!
 
 echo "== KERAS_BACKEND=tensorflow: the whole suite (PyTorch and JAX run beside it)"
-KERAS_BACKEND=tensorflow python -m pytest "$@"
+if [ "$#" -eq 0 ]; then set -- python -m pytest -q; fi
+KERAS_BACKEND=tensorflow "$@"
 status=$?
 wait "$others"
 
