@@ -17,6 +17,8 @@ import re
 import keras
 import numpy as np
 import pytest
+from test_decoders import memory_mask
+from test_decoders import randomize
 from test_decoders import token_batch
 from test_seq2seq_generator import PAD
 from test_seq2seq_generator import START
@@ -121,13 +123,6 @@ def make_decoder(kind, cell, attention=None, **kwargs):
     return cls(None, attention, cell=cell, output_units=OUT, **{**options, **kwargs})
 
 
-def randomize(layer, rng):
-    for weight in layer.weights:
-        values = rng.uniform(0.2, 0.8, size=weight.shape) * rng.choice([-1.0, 1.0], weight.shape)
-        weight.assign(values.astype(weight.dtype))
-    return layer
-
-
 def make_inputs(rng, batch=BATCH, t_dec=T_DEC, t_enc=T_ENC):
     return {
         "target_embeddings": rng.normal(size=(batch, t_dec, D_EMB)).astype("float32"),
@@ -139,10 +134,6 @@ def make_state(cell_kind, rng, batch=BATCH):
     return [(0.5 * rng.normal(size=(batch, n))).astype("float32") for n in STATE_SIZES[cell_kind]]
 
 
-def memory_mask(batch=BATCH, t_enc=T_ENC):
-    mask = np.ones((batch, t_enc), bool)
-    mask[1, -2:] = False
-    return mask
 
 
 def built(kind, cell_kind, rng, **kwargs):

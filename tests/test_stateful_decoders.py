@@ -26,7 +26,9 @@ from reference import initial_alignment_state
 from test_decoders import REC_ATOL
 from test_decoders import REC_RTOL
 from test_decoders import as_tuple
+from test_decoders import memory_mask
 from test_decoders import np_cell
+from test_decoders import randomize
 from test_decoders import token_batch
 from test_seq2seq_generator import START
 from test_seq2seq_generator import UnclearOracle
@@ -84,13 +86,6 @@ def make_decoder(kind, attention, cell_type="gru", **kwargs):
     return cls(UNITS, attention, cell_type=cell_type, output_units=OUT, **{**options, **kwargs})
 
 
-def randomize(layer, rng):
-    for weight in layer.weights:
-        values = rng.uniform(0.2, 0.8, size=weight.shape) * rng.choice([-1.0, 1.0], weight.shape)
-        weight.assign(values.astype(weight.dtype))
-    return layer
-
-
 def make_inputs(rng, batch=BATCH, t_dec=T_DEC, t_enc=T_ENC):
     return {
         "target_embeddings": rng.normal(size=(batch, t_dec, D_EMB)).astype("float32"),
@@ -106,10 +101,6 @@ def make_state(cell_type, rng, batch=BATCH):
     return states[0] if cell_type == "gru" else states
 
 
-def memory_mask(batch=BATCH, t_enc=T_ENC):
-    mask = np.ones((batch, t_enc), bool)
-    mask[1, -2:] = False
-    return mask
 
 
 def built(kind, attention, rng, cell_type="gru", **kwargs):
