@@ -33,6 +33,22 @@ if keras.backend.backend() == "torch":
 
     torch.Tensor.__array__ = _numpy_array
 
+if keras.backend.backend() == "jax":
+    import jax  # noqa: E402
+
+    @pytest.fixture(autouse=True, scope="module")
+    def _release_jax_executables():
+        """Frees what JAX compiled for a test module once the module is done.
+
+        Called eagerly, every decoder or search loop is a new function, so JAX
+        compiles it again at each call and keeps every executable. Each holds
+        memory mappings; a process may have 65,530 (`vm.max_map_count`), and
+        one process running the JAX modules reached that limit and aborted in
+        XLA's compiler. One module alone stays under half of it.
+        """
+        yield
+        jax.clear_caches()
+
 
 def pytest_collection_modifyitems(config, items):
     """Skips the tests marked `tensorflow` on the other Keras backends."""
