@@ -125,6 +125,11 @@ def masked_softmax(scores, mask=None, axis=-1):
     rest = ops.where(ops.not_equal(x, x), x, fill)
     x = ops.where(top_row, ops.where(top, zero, rest), x)
     weights = ops.softmax(x, axis=axis)
+    # A NaN among the kept scores makes its row NaN whatever the softmax
+    # kernel does with it: TensorFlow's CPU kernel returns NaN at that
+    # position only, and 0 elsewhere, on some CPUs. NaN != NaN.
+    nan_row = ops.any(ops.logical_and(keep, ops.not_equal(x, x)), axis=axis, keepdims=True)
+    weights = ops.where(nan_row, ops.convert_to_tensor(float("nan"), dtype=work_dtype), weights)
     # A row without a kept position was filled uniformly; `where` zeroes it
     # and keeps the gradient of those positions at exactly 0 (no 0 * inf).
     weights = ops.where(keep, weights, zero)
