@@ -14,6 +14,7 @@ from keras_attention.luong_monotonic_attention import LuongMonotonicAttention
 from keras_attention.masked_softmax import MaskedSoftmax
 from keras_attention.masking import masked_softmax
 from keras_attention.monotonic_alignment import monotonic_alignment
+from keras_attention.overridden_attention import OverriddenAttention
 from keras_attention.seq2seq_generator import Seq2SeqGenerator
 
 __version__ = "0.1.0"
@@ -42,6 +43,7 @@ __all__ = [
     "LuongDecoder",
     "LuongMonotonicAttention",
     "MaskedSoftmax",
+    "OverriddenAttention",
     "Seq2SeqGenerator",
     "masked_softmax",
     "monotonic_alignment",

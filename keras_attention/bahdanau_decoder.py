@@ -54,7 +54,7 @@ class BahdanauDecoder(BaseDecoder):
     `BahdanauMonotonicAttention`, `LuongMonotonicAttention`): its state (the
     previous weights) travels in the loop, starts from
     `attention.initial_attention_state(memory, memory_mask)`, and stays as it
-    was at a padded target step. Such a layer takes no `attention_override`.
+    was at a padded target step.
 
     Args:
         units: size of the recurrent state s. Optional with `cell` (the
@@ -65,7 +65,7 @@ class BahdanauDecoder(BaseDecoder):
         output_units: size of the deep output o_t; defaults to `units`.
         conditional: whether to use the two-cell conditional recurrence above
             (built-in cells only).
-        seed: seed of `attention_override="permute"`.
+        seed: ignored (see `BaseDecoder`).
         cell: a Keras RNN cell used instead of the built-in one (see above).
             With `training`, the dropout masks of Keras' cells are drawn
             before the loop, as `keras.layers.RNN` does; a cell of one's own
@@ -85,9 +85,6 @@ class BahdanauDecoder(BaseDecoder):
             `Embedding(mask_zero=True)` automatically.
         memory_mask: optional bool (batch, T_enc); filled in from the encoder
             automatically.
-        attention_override: None, "uniform", "permute", or fixed weights of
-            shape (batch, T_dec, T_enc): replaces the attention weights (to test
-            whether attention explains the output).
         training: whether dropout is active.
 
     Returns:
@@ -179,7 +176,6 @@ class BahdanauDecoder(BaseDecoder):
         initial_state=None,
         target_embeddings_mask=None,
         memory_mask=None,
-        attention_override=None,
         training=None,
     ):
         prepared = self._sequence_inputs(
@@ -188,22 +184,17 @@ class BahdanauDecoder(BaseDecoder):
             initial_state,
             target_embeddings_mask,
             memory_mask,
-            attention_override,
             training,
         )
-        target_embeddings = prepared["target_embeddings"]
-        memory = prepared["memory"]
-        processed_keys = prepared["processed_keys"]
-        step_mask = prepared["step_mask"]
-        fixed, mode = prepared["fixed"], prepared["mode"]
-        cell_weights = prepared["cell_weights"]
+        memory = prepared.memory
+        processed_keys = prepared.processed_keys
+        cell_weights = prepared.cell_weights
         attended_weights = self._attended_cell_weights()
         dtype = self.compute_dtype
 
         def step(carry, inputs):
             prev = carry["state"]
             prev_attention = carry.get("attention")  # a stateful attention's state
-            override = inputs["override"] if fixed is not None else mode
             new, context, weights, attention_state = self._recurrence(
                 inputs["x"],
                 prev,
@@ -214,11 +205,9 @@ class BahdanauDecoder(BaseDecoder):
                     processed_keys,
                     memory_mask,
                     attention_state,
-                    override,
                     training,
                     # Drawn before the loop.
                     dropout_mask=inputs.get("dropout_mask"),
-                    noise=inputs.get("noise"),
                     attention_noise=inputs.get("attention_noise"),
                 ),
                 cell_weights,
@@ -239,36 +228,34 @@ class BahdanauDecoder(BaseDecoder):
                 )
             return carry, carry
 
-        batch = prepared["batch"]
+        batch, t_enc = ops.shape(memory)[0], ops.shape(memory)[1]
         init = {
-            "state": prepared["state"],
+            "state": prepared.state,
             "context": ops.zeros((batch, self.memory_dim), dtype=dtype),
-            "weights": ops.zeros((batch, prepared["t_enc"]), dtype=dtype),
+            "weights": ops.zeros((batch, t_enc), dtype=dtype),
         }
-        if prepared["attention_state"] is not None:
-            init["attention"] = prepared["attention_state"]  # (B, T_enc) each
-        last, stacked = scan(step, init, prepared["xs"])
+        if prepared.attention_state is not None:
+            init["attention"] = prepared.attention_state  # (B, T_enc) each
+        last, stacked = scan(step, init, prepared.xs)
         self._reset_cell_dropout_masks()
         # s_t: the cell's output, held in its output state.
         states = ops.transpose(stacked["state"][self._output_state], (1, 0, 2))  # (B, T, units)
         contexts = ops.transpose(stacked["context"], (1, 0, 2))  # (B, T, d_h)
         weights = ops.transpose(stacked["weights"], (1, 0, 2))  # (B, T, T_enc)
         outputs = self.deep_output(
-            ops.concatenate([states, contexts, target_embeddings], axis=-1)
+            ops.concatenate([states, contexts, prepared.target_embeddings], axis=-1)
         )  # (B, T, output_units)
-        keep = ops.cast(step_mask, outputs.dtype)[:, :, None]
+        keep = ops.cast(prepared.step_mask, outputs.dtype)[:, :, None]
         outputs = outputs * keep
         return outputs, weights, self._state_output(last["state"])
 
-    def step(self, target_embedding, decode_state, attention_override=None):
+    def step(self, target_embedding, decode_state):
         """One decoder step, with the weights of `call`.
 
         Args:
             target_embedding: (batch, d_emb), the embedding of the previous
                 output token.
             decode_state: from `get_decode_state` or the previous `step`.
-            attention_override: None, "uniform", "permute" or fixed weights
-                (batch, T_enc).
 
         Returns:
             `(output, weights, decode_state)`: output (batch, output_units),
@@ -289,7 +276,6 @@ class BahdanauDecoder(BaseDecoder):
                 decode_state["processed_keys"],
                 mask,
                 attention_state,
-                attention_override,
                 False,
             ),
             self._cell_weights(),

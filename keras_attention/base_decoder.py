@@ -20,6 +20,7 @@ holds it under "attention_<key>".
 """
 
 import copy
+import dataclasses
 
 import keras
 from keras import ops
@@ -32,7 +33,38 @@ from keras_attention.masking import shape_str
 from keras_attention.masking import zero_masked
 
 _CELL_TYPES = ("gru", "lstm")
-_OVERRIDES = ("uniform", "permute")
+
+
+@dataclasses.dataclass(frozen=True)
+class _SequenceInputs:
+    """What `BaseDecoder._sequence_inputs` prepares for a decoder's loop.
+
+    Attributes:
+        target_embeddings: (B, T, d_emb) in the compute dtype.
+        memory: (B, T_enc, d_h) in the compute dtype, zero where masked.
+        state: the initial recurrent state, a tuple of (B, size) tensors.
+        processed_keys: `attention.precompute_keys(memory)`, once per batch.
+        attention_state: a stateful attention's initial state (a dict of
+            (B, T_enc) tensors), else None.
+        cell_weights: the built-in cell's weights from `_cell_weights`, else
+            None.
+        step_mask: (B, T) bool, False at padded target steps.
+        xs: what the scan slices, time-major: "x", the cell's input
+            projection (T, B, G·u) (the embeddings (T, B, d_emb) for a cell
+            given with `cell=`); "mask" (T, B); when the attention draws
+            anything per step, "dropout_mask", what `attention.dropout_mask`
+            returned (T, B, [H,] T_enc); for a stateful attention that draws
+            noise, "attention_noise" (T, B, T_enc).
+    """
+
+    target_embeddings: object
+    memory: object
+    state: tuple
+    processed_keys: object
+    attention_state: object
+    cell_weights: object
+    step_mask: object
+    xs: dict
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -49,8 +81,9 @@ class BaseDecoder(keras.layers.Layer):
             or `LuongMonotonicAttention`.
         cell_type: "gru" or "lstm", the built-in cell of `units` units; None
             (the default) means "gru" unless `cell` is given.
-        seed: seed of the random permutation used by
-            `attention_override="permute"`.
+        seed: ignored: a decoder draws no random numbers of its own (its
+            attention and its cell have their own seeds). Accepted so that
+            code and `.keras` files that pass it keep working.
         cell: any Keras RNN cell instead of the built-in one (see
             `BahdanauDecoder` and `LuongDecoder` for what it reads and which
             of its outputs queries the attention).
@@ -81,6 +114,7 @@ class BaseDecoder(keras.layers.Layer):
         else:
             cell_type = "gru" if cell_type is None else cell_type
             if isinstance(units, bool) or not isinstance(units, int) or units < 1:
+                # Not `check_positive_int`: the message says when None is valid.
                 raise ValueError(
                     "Invalid value for argument `units`. Expected a positive integer "
                     "(or None with a `cell`). "
@@ -102,7 +136,6 @@ class BaseDecoder(keras.layers.Layer):
             )
         self.units = units
         self.cell_type = None if cell is not None else cell_type
-        self.seed = seed
         self.attention = attention
         # The built-in cell has its update written out (the fused fast path).
         self._builtin_cell = cell is None
@@ -115,7 +148,6 @@ class BaseDecoder(keras.layers.Layer):
             self._state_sizes = keras.tree.flatten(cell.state_size)
             self._output_state = _output_state_index(cell)
         self._stateful_attention = bool(getattr(attention, "stateful_attention", False))
-        self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
         self.embedding_dim = None
         self.memory_dim = None
@@ -275,50 +307,6 @@ class BaseDecoder(keras.layers.Layer):
 
     # ---------------------------------------------------------- attention
 
-    def _override_weights(self, weights, memory_mask, override, noise=None):
-        """Replaces the attention weights (B, [T,] T_v) at decode time.
-
-        "uniform": equal weight on every unmasked key. "permute": the weights
-        the model computed, shuffled among the unmasked keys (in the order of
-        `noise`, float32 of the shape of `weights`, drawn here when None). A
-        tensor: fixed weights of the shape of `weights`.
-        """
-        if override is None:
-            return weights
-        dtype = weights.dtype
-        if memory_mask is None:
-            mask = ops.ones_like(weights, dtype="bool")
-        else:
-            mask = ops.cast(memory_mask, "bool")
-            if len(weights.shape) == 3:
-                mask = ops.broadcast_to(mask[:, None, :], ops.shape(weights))
-        if isinstance(override, str):
-            if override == "uniform":
-                keep = ops.cast(mask, dtype)
-                count = ops.maximum(ops.sum(keep, axis=-1, keepdims=True), 1.0)
-                return keep / count
-            # "permute": a random order of the unmasked keys. Masked keys sort
-            # last, in their own order, so they map onto themselves.
-            length = ops.shape(weights)[-1]
-            positions = ops.cast(ops.arange(length), "float32")
-            if noise is None:
-                noise = self._permute_noise(ops.shape(weights))
-            # Masked keys sort after every unmasked one, in their own order.
-            big = ops.cast(length, "float32") + 2.0 + positions
-            shuffled = ops.argsort(ops.where(mask, noise, big), axis=-1)
-            ordered = ops.argsort(ops.where(mask, positions, big), axis=-1)
-            gathered = ops.take_along_axis(weights, shuffled, axis=-1)
-            inverse = ops.argsort(ordered, axis=-1)
-            return ops.take_along_axis(gathered, inverse, axis=-1)
-        override = ops.cast(override, dtype)
-        if tuple(override.shape)[1:] != tuple(weights.shape)[1:]:
-            raise _shape_error(
-                "attention_override",
-                f"{shape_str(weights.shape)} like the attention weights",
-                override.shape,
-            )
-        return override
-
     def _attend_step(
         self,
         query,
@@ -326,10 +314,8 @@ class BaseDecoder(keras.layers.Layer):
         processed_keys,
         memory_mask,
         attention_state,
-        override,
         training,
         dropout_mask=None,
-        noise=None,
         attention_noise=None,
     ):
         """The attention of one step: `(context, weights, new attention state)`.
@@ -340,10 +326,9 @@ class BaseDecoder(keras.layers.Layer):
         """
         if not self._stateful_attention:
             context, weights = self._attend(
-                query, memory, processed_keys, memory_mask, override, training, dropout_mask, noise
+                query, memory, processed_keys, memory_mask, training, dropout_mask
             )
             return context, weights, None
-        self._check_stateful_override(override)
         context, weights, new_state = self.attention.attend_step(
             query,
             memory,
@@ -358,17 +343,6 @@ class BaseDecoder(keras.layers.Layer):
         weights = ops.cast(weights, self.compute_dtype)
         return context, weights, new_state
 
-    def _check_stateful_override(self, override):
-        if override is not None and self._stateful_attention:
-            what = override if isinstance(override, str) else "fixed weights"
-            raise ValueError(
-                "Invalid value for argument `attention_override`. Overriding the "
-                "weights needs a content-only attention layer (BahdanauAttention or "
-                f"LuongAttention): {type(self.attention).__name__} computes each "
-                "step's weights from its own previous ones. Received: "
-                f"attention_override={what!r}"
-            )
-
     def _attention_state_keys(self):
         """The keys of the attention state in the decode state ([] when content-only)."""
         if not self._stateful_attention:
@@ -382,25 +356,11 @@ class BaseDecoder(keras.layers.Layer):
             return None
         return {key: ops.where(keep, new[key], previous[key]) for key in previous}
 
-    def _permute_noise(self, shape):
-        """The random keys that order `attention_override="permute"`."""
-        return keras.random.uniform(shape, seed=self.seed_generator, dtype="float32")
-
-    def _attend(
-        self,
-        query,
-        memory,
-        processed_keys,
-        memory_mask,
-        override,
-        training,
-        dropout_mask=None,
-        noise=None,
-    ):
+    def _attend(self, query, memory, processed_keys, memory_mask, training, dropout_mask=None):
         """The attention of one step (or of all steps at once).
 
-        dropout_mask and noise: drawn before the loop (`_sequence_inputs`) for
-        a step inside it; None draws them here.
+        dropout_mask: what `attention.dropout_mask` drew before the loop
+        (`_sequence_inputs`) for a step inside it; None draws it here.
         """
         # The memory was zeroed where masked (`_sequence_inputs`,
         # `get_decode_state`) and the keys projected from it: finite there.
@@ -420,18 +380,6 @@ class BaseDecoder(keras.layers.Layer):
         if len(weights.shape) > len(query.shape):
             # Several heads: report the head average, the alignment a plot shows.
             weights = ops.mean(weights, axis=1)
-        if override is not None:
-            if self.attention.num_heads != 1:
-                raise ValueError(
-                    "Invalid value for argument `attention_override`. Overriding "
-                    "the weights needs a single-head attention layer. Received: "
-                    f"num_heads={self.attention.num_heads}"
-                )
-            weights = self._override_weights(weights, memory_mask, override, noise)
-            if len(weights.shape) == 2:
-                context = ops.einsum("bv,bvd->bd", weights, memory)
-            else:
-                context = ops.einsum("bqv,bvd->bqd", weights, memory)
         return context, weights
 
     # -------------------------------------------------------------- checks
@@ -546,26 +494,6 @@ class BaseDecoder(keras.layers.Layer):
                 shape,
             )
 
-    def _check_override(self, override, target_shape, memory_shape):
-        """A fixed override has the shape of the weights: (batch, T_dec, T_enc)."""
-        self._check_stateful_override(override)
-        if override is None or isinstance(override, str):
-            if isinstance(override, str) and override not in _OVERRIDES:
-                raise ValueError(
-                    "Invalid value for argument `attention_override`. Expected "
-                    f"None, one of {_OVERRIDES} or fixed weights. Received: "
-                    f"attention_override={override!r}"
-                )
-            return
-        expected = (target_shape[0], target_shape[1], memory_shape[1])
-        shape = tuple(override.shape)
-        if len(shape) != 3 or not all(_same(a, b) for a, b in zip(shape, expected, strict=True)):
-            raise _shape_error(
-                "attention_override",
-                f"(batch, T_dec, T_enc)={shape_str(expected)}, like the weights",
-                shape,
-            )
-
     def _check_attention_size(self):
         """An attention layer built elsewhere must take queries of size units."""
         query_dim = getattr(self.attention, "query_dim", None)
@@ -621,27 +549,15 @@ class BaseDecoder(keras.layers.Layer):
         initial_state,
         target_embeddings_mask,
         memory_mask,
-        attention_override,
         training=None,
         attend_in_loop=True,
     ):
         """Checks the inputs of `call` and prepares what the loop reads.
 
-        Returns a dict: `target_embeddings` and `memory` in the compute dtype,
-        `batch`, `t_enc`, `state` (a tuple), `processed_keys` (projected once
-        per batch), `attention_state` (the stateful attention's initial state,
-        else None), `step_mask` (B, T) bool, `xs` (time-major: the cell's input
-        projection "x" (T, B, G·u) (the embeddings (T, B, d_emb) for a cell
-        given with `cell=`), "mask" (T, B), for fixed override weights
-        "override" (T, B, T_enc), in training with attention dropout
-        "dropout_mask" (T, B, [H,] T_enc), for "permute" "noise"
-        (T, B, T_enc), and for a stateful attention that draws noise
-        "attention_noise" (T, B, T_enc); these three only with
-        `attend_in_loop`), `fixed` (the fixed weights or None) and `mode` (the
-        override's name or None).
-
-        With `training`, the dropout masks of a cell given with `cell=` are
-        drawn here too; `call` clears them after its loop.
+        Returns a `_SequenceInputs`. With `training`, the dropout masks of a
+        cell given with `cell=` are drawn here too; `call` clears them after
+        its loop. The attention's per-step draws (`xs["dropout_mask"]`) are
+        made only with `attend_in_loop`.
         """
         self._check_inputs(
             target_embeddings.shape,
@@ -649,7 +565,6 @@ class BaseDecoder(keras.layers.Layer):
             initial_state,
             (target_embeddings_mask, memory_mask),
         )
-        self._check_override(attention_override, target_embeddings.shape, memory.shape)
         dtype = self.compute_dtype
         target_embeddings = ops.cast(target_embeddings, dtype)
         # Padded memory is zeroed once per batch, before the keys are projected
@@ -666,9 +581,6 @@ class BaseDecoder(keras.layers.Layer):
             "x": ops.transpose(x_projected, (1, 0, 2)),  # (T, B, G·u)
             "mask": ops.transpose(step_mask, (1, 0)),  # (T, B)
         }
-        fixed = None if isinstance(attention_override, str) else attention_override
-        if fixed is not None:
-            xs["override"] = ops.transpose(ops.cast(fixed, dtype), (1, 0, 2))
         # Every random draw of the steps happens here, before the loop, as
         # Keras' RNN layers draw their dropout masks: the same training on
         # every backend, and no draw inside a scan (on JAX it leaks a tracer).
@@ -684,23 +596,17 @@ class BaseDecoder(keras.layers.Layer):
             heads = (self.attention.num_heads,) if self.attention.num_heads > 1 else ()
             dropout_mask = self.attention.dropout_mask((steps, batch) + heads + (t_enc,), training)
             if dropout_mask is not None:
-                xs["dropout_mask"] = dropout_mask  # (T, B, [H,] T_enc)
-            if isinstance(attention_override, str) and attention_override == "permute":
-                xs["noise"] = self._permute_noise((steps, batch, t_enc))  # (T, B, T_enc)
-        return {
-            "target_embeddings": target_embeddings,
-            "memory": memory,
-            "batch": batch,
-            "t_enc": t_enc,
-            "state": self._initial_state_tuple(initial_state, batch),
-            "processed_keys": self.attention.precompute_keys(memory),  # once per batch
-            "attention_state": attention_state,
-            "cell_weights": self._cell_weights(),  # once per batch, not per step
-            "step_mask": step_mask,
-            "xs": xs,
-            "fixed": fixed,
-            "mode": attention_override if isinstance(attention_override, str) else None,
-        }
+                xs["dropout_mask"] = dropout_mask  # (T, B, [H,] T_enc) leaves
+        return _SequenceInputs(
+            target_embeddings=target_embeddings,
+            memory=memory,
+            state=self._initial_state_tuple(initial_state, batch),
+            processed_keys=self.attention.precompute_keys(memory),  # once per batch
+            attention_state=attention_state,
+            cell_weights=self._cell_weights(),  # once per batch, not per step
+            step_mask=step_mask,
+            xs=xs,
+        )
 
     def _output_dim(self):
         """The size of the per-step output of `call` and `step`."""
@@ -717,7 +623,6 @@ class BaseDecoder(keras.layers.Layer):
         initial_state=None,
         target_embeddings_mask=None,
         memory_mask=None,
-        attention_override=None,
         training=None,
     ):
         self._check_inputs(
@@ -836,7 +741,6 @@ class BaseDecoder(keras.layers.Layer):
                 "units": self.units,
                 "attention": keras.saving.serialize_keras_object(self.attention),
                 "cell_type": self.cell_type,
-                "seed": self.seed,
                 "cell": None
                 if self._builtin_cell
                 else keras.saving.serialize_keras_object(self.cell),
@@ -847,7 +751,9 @@ class BaseDecoder(keras.layers.Layer):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        config["attention"] = keras.saving.deserialize_keras_object(config["attention"])
+        config.pop("seed", None)  # ignored (see `seed` in the class docstring)
+        if isinstance(config["attention"], dict):
+            config["attention"] = keras.saving.deserialize_keras_object(config["attention"])
         if isinstance(config.get("cell"), dict):
             config["cell"] = _deserialize_cell(config["cell"])
         return cls(**config)

@@ -38,8 +38,7 @@ class LuongDecoder(BaseDecoder):
     previous weights) travels in the loop, starts from
     `attention.initial_attention_state(memory, memory_mask)`, and stays as it
     was at a padded target step. Without input feeding it then runs step by
-    step in the loop too (its weights depend on the previous ones). Such a
-    layer takes no `attention_override`.
+    step in the loop too (its weights depend on the previous ones).
 
     Args:
         units: size of the recurrent state s. Optional with `cell` (the
@@ -49,7 +48,7 @@ class LuongDecoder(BaseDecoder):
         cell_type: "gru" (the default when no `cell` is given) or "lstm".
         input_feeding: feed h̃_{t-1} to the cell. Defaults to True.
         output_units: size of h̃; defaults to `units`.
-        seed: seed of `attention_override="permute"`.
+        seed: ignored (see `BaseDecoder`).
         cell: a Keras RNN cell used instead of the built-in one (see above).
             With `training`, the dropout masks of Keras' cells are drawn
             before the loop, as `keras.layers.RNN` does; a cell of one's own
@@ -66,8 +65,6 @@ class LuongDecoder(BaseDecoder):
             `Embedding(mask_zero=True)` automatically.
         memory_mask: optional bool (batch, T_enc); filled in from the encoder
             automatically.
-        attention_override: None, "uniform", "permute", or fixed weights
-            (batch, T_dec, T_enc).
         training: whether dropout is active.
 
     Returns:
@@ -145,7 +142,6 @@ class LuongDecoder(BaseDecoder):
         initial_state=None,
         target_embeddings_mask=None,
         memory_mask=None,
-        attention_override=None,
         training=None,
     ):
         # Without input feeding a content-only attention runs once, after the
@@ -157,18 +153,15 @@ class LuongDecoder(BaseDecoder):
             initial_state,
             target_embeddings_mask,
             memory_mask,
-            attention_override,
             training,
             attend_in_loop=not parallel,
         )
-        memory = prepared["memory"]
-        processed_keys = prepared["processed_keys"]
-        step_mask = prepared["step_mask"]
-        xs = prepared["xs"]
-        fixed, mode = prepared["fixed"], prepared["mode"]
-        cell_weights = prepared["cell_weights"]
+        memory = prepared.memory
+        processed_keys = prepared.processed_keys
+        cell_weights = prepared.cell_weights
         dtype = self.compute_dtype
-        batch = prepared["batch"]
+        batch, t_enc = ops.shape(memory)[0], ops.shape(memory)[1]
+        keep_steps = ops.cast(prepared.step_mask, dtype)[:, :, None]  # (B, T, 1)
 
         if parallel:
             # The recurrence does not read the attention: run it alone, then
@@ -183,39 +176,33 @@ class LuongDecoder(BaseDecoder):
                     carry["output"] = output  # s_t; for Keras' cells also a state
                 return carry, carry
 
-            xs.pop("override", None)  # applied below, to all steps at once
-            init = {"state": prepared["state"]}
+            init = {"state": prepared.state}
             if not self._builtin_cell:
                 init["output"] = ops.zeros((batch, self.units), dtype=dtype)
-            last, stacked = scan(recur, init, xs)
+            last, stacked = scan(recur, init, prepared.xs)
             self._reset_cell_dropout_masks()
             queries = stacked["output"] if not self._builtin_cell else stacked["state"][0]
             states = ops.transpose(queries, (1, 0, 2))  # (B, T, units)
-            override = fixed if fixed is not None else mode
             contexts, weights = self._attend(
-                states, memory, processed_keys, memory_mask, override, training
+                states, memory, processed_keys, memory_mask, training
             )  # query = s_t for every t: (B, T, d_h), (B, T, T_enc)
             outputs = self._combine(contexts, states)
-            keep = ops.cast(step_mask, dtype)[:, :, None]
-            return outputs * keep, weights * keep, self._state_output(last["state"])
+            return outputs * keep_steps, weights * keep_steps, self._state_output(last["state"])
 
         def step(carry, inputs):
             prev = carry["state"]
             prev_attention = carry.get("attention")  # a stateful attention's state
             feed = carry["outputs"] if self.input_feeding else None  # h̃_{t-1}
             output, new = self._cell_step(inputs["x"], feed, prev, cell_weights, training)
-            override = inputs["override"] if fixed is not None else mode
             context, weights, attention_state = self._attend_step(
                 output,  # query = s_t
                 memory,
                 processed_keys,
                 memory_mask,
                 prev_attention,
-                override,
                 training,
                 # Drawn before the loop.
                 dropout_mask=inputs.get("dropout_mask"),
-                noise=inputs.get("noise"),
                 attention_noise=inputs.get("attention_noise"),
             )
             attentional = self._combine(context, output)  # h̃_t
@@ -234,18 +221,17 @@ class LuongDecoder(BaseDecoder):
             return carry, carry
 
         init = {
-            "state": prepared["state"],
+            "state": prepared.state,
             "outputs": ops.zeros((batch, self.attentional_units), dtype=dtype),
-            "weights": ops.zeros((batch, prepared["t_enc"]), dtype=dtype),
+            "weights": ops.zeros((batch, t_enc), dtype=dtype),
         }
-        if prepared["attention_state"] is not None:
-            init["attention"] = prepared["attention_state"]  # (B, T_enc) each
-        last, stacked = scan(step, init, xs)
+        if prepared.attention_state is not None:
+            init["attention"] = prepared.attention_state  # (B, T_enc) each
+        last, stacked = scan(step, init, prepared.xs)
         self._reset_cell_dropout_masks()
         outputs = ops.transpose(stacked["outputs"], (1, 0, 2))  # (B, T, units)
         weights = ops.transpose(stacked["weights"], (1, 0, 2))  # (B, T, T_enc)
-        outputs = outputs * ops.cast(step_mask, dtype)[:, :, None]
-        return outputs, weights, self._state_output(last["state"])
+        return outputs * keep_steps, weights, self._state_output(last["state"])
 
     def get_decode_state(self, memory, initial_state=None, memory_mask=None):
         decode_state = super().get_decode_state(memory, initial_state, memory_mask)
@@ -262,14 +248,12 @@ class LuongDecoder(BaseDecoder):
         extra = ["attentional"] if self.input_feeding else []  # h̃_{t-1}
         return sorted(super()._decode_state_keys() + extra)
 
-    def step(self, target_embedding, decode_state, attention_override=None):
+    def step(self, target_embedding, decode_state):
         """One decoder step, with the weights of `call`.
 
         Args:
             target_embedding: (batch, d_emb), the previous output's embedding.
             decode_state: from `get_decode_state` or the previous `step`.
-            attention_override: None, "uniform", "permute" or fixed weights
-                (batch, T_enc).
 
         Returns:
             `(output, weights, decode_state)`: h̃_t (batch, output_units),
@@ -289,7 +273,6 @@ class LuongDecoder(BaseDecoder):
             decode_state["processed_keys"],
             mask,
             self._decode_attention_state(decode_state),
-            attention_override,
             False,
         )
         output = self._combine(context, query)

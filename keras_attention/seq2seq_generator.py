@@ -138,12 +138,7 @@ class RecurrentDecoder:
         state["memory_mask"] = ops.cast(memory_mask, dtype)
         return state
 
-    def step(self, target_embedding, decode_state, attention_override=None):
-        if attention_override is not None:
-            raise ValueError(
-                f"The decoder {self.name!r} has no attention to override "
-                f"(attention_override={attention_override!r})."
-            )
+    def step(self, target_embedding, decode_state):
         states = [decode_state[n] for n in self.state_names]
         output, new = self.cell(target_embedding, states if len(states) > 1 else states[0])
         new = new if isinstance(new, (list, tuple)) else [new]
@@ -158,11 +153,8 @@ class RecurrentDecoder:
         initial_state=None,
         target_embeddings_mask=None,
         memory_mask=None,
-        attention_override=None,
         training=False,
     ):
-        if attention_override is not None:
-            self.step(None, None, attention_override)  # raises
         outputs = self.layer(
             target_embeddings,
             initial_state=initial_state,
@@ -337,6 +329,32 @@ class Seq2SeqGenerator:
         generator.encoder_model = graph._encoder_model
         return generator
 
+    def with_decoder(self, decoder):
+        """A generator that runs `decoder` in place of this one's.
+
+        The encoder, target embedding, readout and bounds are this one's; the
+        compiled searches are not shared, so none keeps the old decoder. For
+        an ablation, e.g. with
+        `keras_attention.overridden_attention.overridden_decoder`.
+
+        Args:
+            decoder: a built decoder with the same inputs and output sizes.
+        """
+        generator = type(self)(
+            self.encoder,
+            self.target_embedding,
+            decoder,
+            self.readout,
+            self.start_id,
+            self.end_id,
+            max_source_length=self.max_source_length,
+            max_output_length=self.max_output_length,
+        )
+        generator.source_spec = self.source_spec
+        generator.model = self.model
+        generator.encoder_model = self.encoder_model
+        return generator
+
     # ---------------------------------------------------------------- pieces
 
     def _check_source(self, source):
@@ -424,16 +442,14 @@ class Seq2SeqGenerator:
         """Decoder outputs (batch, d_out) → logits (batch, vocabulary)."""
         return self.readout(ops.expand_dims(outputs, 1))[:, 0]
 
-    def step(self, tokens, state, attention_override=None):
+    def step(self, tokens, state):
         """tokens (batch,), state → `(logits (batch, V), weights (batch, S), state)`."""
-        output, weights, state = self.decoder.step(
-            self.embed(tokens), state, attention_override=attention_override
-        )
+        output, weights, state = self.decoder.step(self.embed(tokens), state)
         return self.logits(output), weights, state
 
-    def teacher_forced_logits(self, source, target_in, attention_override=None):
+    def teacher_forced_logits(self, source, target_in):
         """Logits (batch, T, V) along given decoder inputs, as the model computes
-        them, optionally with the decoder's `attention_override`."""
+        them."""
         memory, initial_state, mask = self.encoder(source)
         target_in = ops.convert_to_tensor(target_in)
         embedded = self.target_embedding(target_in)
@@ -446,7 +462,6 @@ class Seq2SeqGenerator:
             initial_state=initial_state,
             target_embeddings_mask=target_mask,
             memory_mask=None if mask is None else ops.cast(mask, "bool"),
-            attention_override=attention_override,
             training=False,
         )
         return self.readout(outputs)
@@ -468,7 +483,7 @@ class Seq2SeqGenerator:
                 )
         return max_length
 
-    def greedy_graph(self, source, max_length=None, attention_override=None, empty_columns=True):
+    def greedy_graph(self, source, max_length=None, empty_columns=True):
         """Greedy search as traced code (no `tf.function` around it): for
         exporting or wrapping in a graph of one's own.
 
@@ -483,7 +498,7 @@ class Seq2SeqGenerator:
         start = ops.full((batch,), self.start_id, dtype="int32")
         source_length = ops.shape(mask)[1]
         result = greedy_search(
-            lambda t, s: self.step(t, s, attention_override),
+            self.step,
             state,
             start,
             self.end_id,

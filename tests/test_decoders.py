@@ -35,6 +35,8 @@ from reference import make_layer
 from keras_attention import BahdanauAttention
 from keras_attention import BahdanauDecoder
 from keras_attention import LuongDecoder
+from keras_attention import OverriddenAttention
+from keras_attention.overridden_attention import overridden_decoder
 
 BATCH = 2
 T_DEC = 4  # target steps, != T_ENC
@@ -66,7 +68,6 @@ def make_decoder(kind, cell_type="gru", attention="bahdanau", **kwargs):
         make_layer(attention),
         cell_type=cell_type,
         output_units=OUT,
-        seed=3,
         **{**options, **kwargs},
     )
 
@@ -164,7 +165,8 @@ def decoder_reference(
 ):
     """The float64 oracle of `decoder(...)`: (outputs, weights, final state tuple).
 
-    override: None, "uniform" or fixed weights (B, T_dec, T_enc).
+    override: None, or "uniform" (the weights of
+        `OverriddenAttention(attention, "uniform")`).
     query: "paper" for each paper's convention; "swapped" queries the other
         state (s_t for Bahdanau, s_{t-1} for Luong and for the conditional
         decoder, whose paper queries s'_t), to show the oracle tells them apart.
@@ -215,10 +217,8 @@ def decoder_reference(
         for t in range(steps):
             if not target_mask[b, t]:
                 continue  # zero output and weights; state and h̃ carried over
-            if isinstance(override, str):  # "uniform"
-                fixed = mask / max(mask.sum(), 1)
-            else:
-                fixed = None if override is None else override[b, t]
+            # "uniform": 1 / n on the n unmasked keys.
+            fixed = None if override is None else mask / max(mask.sum(), 1)
 
             def attend(q, fixed=fixed, mask=mask, b=b):
                 return np_attend(decoder.attention, q, memory[b], mask, fixed)
@@ -691,7 +691,10 @@ def test_loop_is_a_while_op_traced_once_for_any_length(kind, monkeypatch):
         np.testing.assert_allclose(weights, eager[1], rtol=1e-5, atol=1e-6)
 
 
-# ------------------------------------------------------ attention_override
+# ------------------------------------------- attention overridden (ablation)
+
+# `overridden_decoder` copies a decoder with its attention wrapped in
+# `OverriddenAttention`; the decoder's loop is unchanged.
 
 
 @pytest.mark.parametrize("cell_type", CELLS)
@@ -701,7 +704,8 @@ def test_uniform_override_gives_equal_weights_over_unmasked_keys(kind, cell_type
     decoder = built_decoder(kind, cell_type, "bahdanau", rng)
     inputs = make_inputs(rng)
     mask = memory_mask()
-    result = decoder(**inputs, memory_mask=mask, attention_override="uniform")
+    plain = decoder(**inputs, memory_mask=mask)
+    result = overridden_decoder(decoder, "uniform")(**inputs, memory_mask=mask)
     weights = np.asarray(result[1])
     expected = np.broadcast_to((mask / mask.sum(-1, keepdims=True))[:, None, :], weights.shape)
     np.testing.assert_allclose(weights, expected, rtol=1e-6, atol=0)
@@ -709,6 +713,23 @@ def test_uniform_override_gives_equal_weights_over_unmasked_keys(kind, cell_type
         result,
         decoder_reference(decoder, **inputs, memory_mask=mask, override="uniform"),
     )
+    assert np.abs(np.asarray(result[0]) - np.asarray(plain[0])).max() > 1e-3
+
+
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_uniform_override_step_by_step_equals_the_call(kind):
+    rng = np.random.default_rng(17)
+    decoder = overridden_decoder(built_decoder(kind, "lstm", "bahdanau", rng), "uniform")
+    inputs = make_inputs(rng)
+    mask = memory_mask()
+    outputs, weights, _ = decoder(**inputs, memory_mask=mask)
+    decode_state = decoder.get_decode_state(inputs["memory"], memory_mask=mask)
+    for t in range(T_DEC):
+        output, step_weights, decode_state = decoder.step(
+            inputs["target_embeddings"][:, t], decode_state
+        )
+        np.testing.assert_allclose(step_weights, weights[:, t], rtol=1e-6, atol=0)
+        np.testing.assert_allclose(output, outputs[:, t], rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("kind", list(DECODERS))
@@ -717,12 +738,13 @@ def test_permute_override_permutes_weights_among_unmasked_keys(kind):
     # of the plain call, so the permuted ones must be a rearrangement of them.
     rng = np.random.default_rng(15)
     decoder = built_decoder(kind, "gru", "luong_general", rng)
+    permuting = overridden_decoder(decoder, "permute")
     inputs = make_inputs(rng, t_dec=1, batch=4)
     inputs["initial_state"] = make_state("gru", rng, batch=4)  # s_0 = 0 is uniform
     mask = memory_mask(batch=4)
     mask[3, 1] = False  # a masked key inside the row
     _, weights, _ = decoder(**inputs, memory_mask=mask)
-    _, permuted, _ = decoder(**inputs, memory_mask=mask, attention_override="permute")
+    _, permuted, _ = permuting(**inputs, memory_mask=mask)
     weights, permuted = np.asarray(weights)[:, 0], np.asarray(permuted)[:, 0]
     assert np.all(permuted[~mask] == 0.0)
     for b in range(4):
@@ -731,12 +753,10 @@ def test_permute_override_permutes_weights_among_unmasked_keys(kind):
         )
     assert np.abs(permuted - weights).max() > 1e-3, "no row was permuted"
     # Step-by-step decoding permutes too.
-    decode_state = decoder.get_decode_state(
+    decode_state = permuting.get_decode_state(
         inputs["memory"], inputs["initial_state"], memory_mask=mask
     )
-    _, stepped, _ = decoder.step(
-        inputs["target_embeddings"][:, 0], decode_state, attention_override="permute"
-    )
+    _, stepped, _ = permuting.step(inputs["target_embeddings"][:, 0], decode_state)
     stepped = np.asarray(stepped)
     assert np.all(stepped[~mask] == 0.0)
     for b in range(4):
@@ -753,7 +773,7 @@ def test_permute_override_over_a_sequence_keeps_the_weights_multiset():
     inputs = make_inputs(rng)
     mask = memory_mask()
     _, weights, _ = decoder(**inputs, memory_mask=mask)
-    _, permuted, _ = decoder(**inputs, memory_mask=mask, attention_override="permute")
+    _, permuted, _ = overridden_decoder(decoder, "permute")(**inputs, memory_mask=mask)
     weights, permuted = np.asarray(weights), np.asarray(permuted)
     for b in range(BATCH):
         keys = mask[b]
@@ -766,33 +786,19 @@ def test_permute_override_over_a_sequence_keeps_the_weights_multiset():
     assert np.abs(permuted - weights).max() > 1e-3
 
 
-@pytest.mark.parametrize("cell_type", CELLS)
 @pytest.mark.parametrize("kind", list(DECODERS))
-def test_fixed_override_is_used_verbatim(kind, cell_type):
-    rng = np.random.default_rng(17)
-    decoder = built_decoder(kind, cell_type, "bahdanau", rng)
-    inputs = make_inputs(rng)
-    fixed = rng.dirichlet(np.ones(T_ENC), size=(BATCH, T_DEC)).astype("float32")
-    plain = decoder(**inputs)
-    result = decoder(**inputs, attention_override=fixed)
-    np.testing.assert_array_equal(result[1], fixed)
-    assert_matches(result, decoder_reference(decoder, **inputs, override=fixed))
-    assert np.abs(np.asarray(result[0]) - np.asarray(plain[0])).max() > 1e-3
-    # The step API takes one step's weights.
-    decode_state = decoder.get_decode_state(inputs["memory"])
-    output, weights, _ = decoder.step(
-        inputs["target_embeddings"][:, 0], decode_state, attention_override=fixed[:, 0]
-    )
-    np.testing.assert_array_equal(weights, fixed[:, 0])
-    np.testing.assert_allclose(output, result[0][:, 0], rtol=1e-5, atol=1e-6)
-
-
-def test_fixed_override_of_the_wrong_shape_is_an_error():
+def test_overridden_decoder_leaves_the_decoder_unchanged(kind):
     rng = np.random.default_rng(18)
-    decoder = built_decoder("bahdanau", "gru", "bahdanau", rng)
-    wrong = np.full((BATCH, T_DEC, T_ENC + 1), 1.0 / (T_ENC + 1), "float32")
-    with pytest.raises(ValueError, match="attention_override"):
-        decoder(**make_inputs(rng), attention_override=wrong)
+    decoder = built_decoder(kind, "gru", "bahdanau", rng)
+    inputs = make_inputs(rng)
+    before = decoder(**inputs)
+    overridden = overridden_decoder(decoder, "uniform")
+    overridden(**inputs)
+    assert not isinstance(decoder.attention, OverriddenAttention)
+    assert overridden.attention.attention is decoder.attention  # its weights, shared
+    for a, b in zip(decoder(**inputs), before, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert_matches(decoder(**inputs), decoder_reference(decoder, **inputs))
 
 
 # ---------------------------------------------------------------- errors
@@ -915,7 +921,7 @@ def dropout_decoder(kind, rate=RATE, rng=None):
     rng = np.random.default_rng(0) if rng is None else rng
     cls, options = DECODERS[kind]
     attention = make_layer("bahdanau", dropout=rate, seed=7)
-    decoder = cls(UNITS, attention, output_units=OUT, seed=3, **options)
+    decoder = cls(UNITS, attention, output_units=OUT, **options)
     decoder(**make_inputs(rng, batch=32, t_dec=8, t_enc=16))
     return randomize(decoder, rng)
 
@@ -968,8 +974,9 @@ def test_attention_dropout_is_off_at_inference(kind):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-# The four decoders fit with attention dropout; the one with "permute" also
-# draws its noise in the training step, before the loop.
+# The four decoders fit with attention dropout; the one whose attention is
+# overridden with "permute" also draws its random keys in the training step,
+# before the loop.
 DROPOUT_FITS = [
     pytest.param("bahdanau", None, id="bahdanau"),
     pytest.param("conditional", None, id="conditional", marks=pytest.mark.slow),
@@ -988,8 +995,11 @@ def fit_with_attention_dropout(kind, override=None, jit_compile="auto"):
     memory = keras.layers.Embedding(vocab, D_H, mask_zero=True)(source)
     y = keras.layers.Embedding(vocab, D_EMB, mask_zero=True)(target_in)
     cls, options = DECODERS[kind]
-    decoder = cls(UNITS, make_layer("bahdanau", dropout=0.3, seed=1), seed=2, **options)
-    outputs, _, _ = decoder(y, memory, attention_override=override)
+    attention = make_layer("bahdanau", dropout=0.3, seed=1)
+    if override is not None:
+        attention = OverriddenAttention(attention, override, seed=2)
+    decoder = cls(UNITS, attention, **options)
+    outputs, _, _ = decoder(y, memory)
     model = keras.Model([source, target_in], keras.layers.Dense(vocab)(outputs))
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     model.compile("adam", loss, jit_compile=jit_compile)

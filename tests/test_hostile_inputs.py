@@ -27,6 +27,7 @@ from reference import masked_softmax as reference_masked_softmax
 from keras_attention import BahdanauDecoder
 from keras_attention import LuongDecoder
 from keras_attention import MaskedSoftmax
+from keras_attention import OverriddenAttention
 from keras_attention import masked_softmax
 from keras_attention.base_attention import BaseAttention
 
@@ -154,9 +155,12 @@ def test_non_finite_padded_query_gives_zero_context_and_weights(variant, poison)
 # ----------------------------------------- non-finite masked memory, decoders
 
 
-def _decoder(kind, attention, cell_type="gru"):
+def _decoder(kind, attention, cell_type="gru", override=None):
     cls, options = DECODERS[kind]
-    decoder = cls(UNITS, make_layer(attention), cell_type=cell_type, seed=3, **options)
+    layer = make_layer(attention)
+    if override is not None:
+        layer = OverriddenAttention(layer, override)
+    decoder = cls(UNITS, layer, cell_type=cell_type, **options)
     rng = np.random.default_rng(4)
     target = rng.normal(size=(2, T_DEC, D_EMB)).astype("float32")
     memory = rng.normal(size=(2, T_ENC, D_H)).astype("float32")
@@ -177,7 +181,7 @@ def _assert_same(actual, expected):
         np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-7)
 
 
-# An override replaces the weights of a single-head layer with its own.
+# An `OverriddenAttention` replaces the weights of a single-head layer with its own.
 _ATTENTION_OVERRIDES = [
     ("bahdanau", None),
     ("bahdanau", "uniform"),
@@ -191,14 +195,14 @@ _ATTENTION_OVERRIDES = [
 @pytest.mark.parametrize("attention, override", _ATTENTION_OVERRIDES)
 @pytest.mark.parametrize("kind", DECODERS)
 def test_non_finite_masked_memory_does_not_reach_decoder_call(kind, attention, override, poison):
-    decoder, target, memory = _decoder(kind, attention)
+    decoder, target, memory = _decoder(kind, attention, override=override)
     mask = _memory_mask()
     hostile = _fill_masked(memory, mask, POISONS[poison])
     clean = _fill_masked(memory, mask, 0.0)
 
-    actual = decoder(target, hostile, memory_mask=mask, attention_override=override)
+    actual = decoder(target, hostile, memory_mask=mask)
 
-    expected = decoder(target, clean, memory_mask=mask, attention_override=override)
+    expected = decoder(target, clean, memory_mask=mask)
     _assert_same(actual, expected)
     assert np.all(np.asarray(actual[1]).transpose(1, 0, 2)[:, ~mask] == 0.0)  # (T_dec, B, T_enc)
 

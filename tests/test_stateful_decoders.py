@@ -44,7 +44,9 @@ from keras_attention import BahdanauMonotonicAttention
 from keras_attention import LocationSensitiveAttention
 from keras_attention import LuongDecoder
 from keras_attention import LuongMonotonicAttention
+from keras_attention import OverriddenAttention
 from keras_attention import Seq2SeqGenerator
+from keras_attention.overridden_attention import overridden_decoder
 
 BATCH = 2
 T_DEC = 5  # != T_ENC
@@ -99,8 +101,6 @@ def make_state(cell_type, rng, batch=BATCH):
         for _ in range(1 if cell_type == "gru" else 2)
     ]
     return states[0] if cell_type == "gru" else states
-
-
 
 
 def built(kind, attention, rng, cell_type="gru", **kwargs):
@@ -504,21 +504,16 @@ def test_mixed_float16_runs_and_is_finite(attention, dtype_policy):
 # ------------------------------------------------------------------ errors
 
 
-@pytest.mark.parametrize("override", ["uniform", "permute", "fixed"])
+@pytest.mark.parametrize("mode", ["uniform", "permute"])
 @pytest.mark.parametrize("kind", ["bahdanau", "luong_no_feeding"])
-def test_attention_override_needs_a_content_only_attention(kind, override):
+def test_overriding_the_attention_needs_a_content_only_attention(kind, mode):
     rng = np.random.default_rng(13)
     decoder = built(kind, "location", rng)
-    inputs = make_inputs(rng)
-    fixed = np.full((BATCH, T_DEC, T_ENC), 1.0 / T_ENC, "float32")
-    value = fixed if override == "fixed" else override
-    match = "`attention_override`.*content-only.*LocationSensitiveAttention"
+    match = "`attention`.*content-only.*LocationSensitiveAttention"
     with pytest.raises(ValueError, match=match):
-        decoder(**inputs, attention_override=value)
-    state = decoder.get_decode_state(inputs["memory"])
-    step_value = fixed[:, 0] if override == "fixed" else override
+        overridden_decoder(decoder, mode)
     with pytest.raises(ValueError, match=match):
-        decoder.step(inputs["target_embeddings"][:, 0], state, attention_override=step_value)
+        OverriddenAttention(decoder.attention, mode)
 
 
 def test_missing_attention_state_in_step_is_an_error():

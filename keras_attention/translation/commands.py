@@ -16,6 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.overridden_attention import overridden_decoder
 from keras_attention.translation import averaging
 from keras_attention.translation import evaluation
 from keras_attention.translation import runs
@@ -215,10 +216,10 @@ def explain(
 ):
     """Attention is not explanation: how much does the output depend on it?
 
-    Replaces the attention weights with uniform and permuted ones and
-    measures how much the next-token distribution (total variation distance)
-    and the BLEU change; prints the table, writes it to `RUN_DIR/explain.json`
-    and returns it.
+    Replaces the attention weights with uniform and permuted ones (a copy of
+    the decoder with an `OverriddenAttention`) and measures how much the
+    next-token distribution (total variation distance) and the BLEU change;
+    prints the table, writes it to `RUN_DIR/explain.json` and returns it.
     """
     translator, config = load_run(run_dir)
     if not translator.has_attention:
@@ -237,6 +238,11 @@ def explain(
     # attention weights move the prediction at each step.
     start = translator.target_tokenizer.start_id
     for override in ("uniform", "permute"):
+        # A copy of the decoder whose attention is wrapped: the traced
+        # functions of `translator` keep the model's own attention.
+        ablated = translator.with_decoder(
+            overridden_decoder(translator.generator.decoder, override, seed=seed)
+        )
         tvds, counts = [], []
         for begin in range(0, len(en), batch_size):
             batch = range(begin, min(begin + batch_size, len(en)))
@@ -245,16 +251,12 @@ def explain(
             src = tf.cast(src.to_tensor(), tf.int32)
             tgt = tf.cast(tgt.to_tensor(), tf.int32)
             p = tf.nn.softmax(translator.teacher_forced_logits(src, tgt)).numpy()
-            q = tf.nn.softmax(
-                translator.teacher_forced_logits(src, tgt, attention_override=override)
-            ).numpy()
+            q = tf.nn.softmax(ablated.teacher_forced_logits(src, tgt)).numpy()
             mask = tgt.numpy() != 0
             tvds.append(evaluation.total_variation(p, q, mask) * mask.sum())
             counts.append(mask.sum())
         tvd = float(np.sum(tvds) / np.sum(counts))
-        changed = evaluation.decode_corpus(
-            translator, en, batch_size=batch_size, attention_override=override
-        )
+        changed = evaluation.decode_corpus(ablated, en, batch_size=batch_size)
         hyps = evaluation.detokenize_output(changed["text"])
         rows[f"{override} attention"] = {
             "tvd": round(tvd, 4),

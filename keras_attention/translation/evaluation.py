@@ -82,7 +82,6 @@ def decode_corpus(
     batch_size=64,
     beam_width=4,
     length_penalty=0.6,
-    attention_override=None,
     progress=True,
 ):
     """Translates `sentences` in length-sorted batches, inside the graph.
@@ -94,7 +93,6 @@ def decode_corpus(
         batch_size: sentences per batch.
         beam_width: beam search only.
         length_penalty: beam search only.
-        attention_override: greedy only; None, "uniform" or "permute".
         progress: show a Keras progress bar.
 
     Returns:
@@ -112,7 +110,7 @@ def decode_corpus(
     signature = [tf.TensorSpec((None, None), tf.int32)]
     if method == "greedy":
         search = tf.function(
-            lambda ids: translator.greedy(ids, attention_override=attention_override),
+            lambda ids: translator.greedy(ids),
             input_signature=signature,
         )
     else:

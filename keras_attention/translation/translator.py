@@ -82,27 +82,34 @@ class Translator(tf.Module):
         state, _ = self.generator.encode(tf.convert_to_tensor(source_ids, tf.int32))
         return state
 
-    def step(self, tokens, state, attention_override=None):
+    def step(self, tokens, state):
         """tokens (B,) int32, state → logits (B, V), weights (B, S), state."""
-        return self.generator.step(tokens, state, attention_override)
+        return self.generator.step(tokens, state)
 
-    def teacher_forced_logits(self, source_ids, decoder_input_ids, attention_override=None):
-        """Logits (B, T, V) along given decoder inputs, optionally overriding
-        the attention weights ("uniform", "permute" or fixed weights)."""
+    def teacher_forced_logits(self, source_ids, decoder_input_ids):
+        """Logits (B, T, V) along given decoder inputs."""
         return self.generator.teacher_forced_logits(
             tf.convert_to_tensor(source_ids, tf.int32),
             tf.convert_to_tensor(decoder_input_ids, tf.int32),
-            attention_override=attention_override,
         )
+
+    def with_decoder(self, decoder):
+        """A translator that decodes with `decoder` in place of the model's.
+
+        Everything else (the model's encoder, embeddings and readout, the
+        tokenizers) is this one's, which is unchanged; see
+        `Seq2SeqGenerator.with_decoder`.
+        """
+        translator = Translator(self.model, self.source_tokenizer, self.target_tokenizer)
+        translator.generator = self.generator.with_decoder(decoder)
+        return translator
 
     # ------------------------------------------------------------ search
 
-    def greedy(self, source_ids, max_length=None, attention_override=None):
+    def greedy(self, source_ids, max_length=None):
         """Greedy decoding; returns the dict of `greedy_search`."""
         return self.generator.greedy_graph(
-            tf.convert_to_tensor(source_ids, tf.int32),
-            max_length=max_length,
-            attention_override=attention_override,
+            tf.convert_to_tensor(source_ids, tf.int32), max_length=max_length
         )
 
     def beam(
