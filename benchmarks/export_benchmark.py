@@ -48,6 +48,7 @@ import _report  # noqa: E402
 from keras_attention.translation import evaluation  # noqa: E402
 from keras_attention.translation import export  # noqa: E402
 from keras_attention.translation import load_multi30k  # noqa: E402
+from keras_attention.translation.lite import VARIANTS  # noqa: E402
 from keras_attention.translation.translator import MODEL_FILE  # noqa: E402
 from keras_attention.translation.translator import load_run  # noqa: E402
 
@@ -186,7 +187,7 @@ def parse_args(argv=None):
         "--latency-sentences", type=int, default=200, help="sentences timed per round"
     )
     parser.add_argument("--rounds", type=int, default=3, help="latency rounds")
-    parser.add_argument("--variants", default=",".join(export.VARIANTS), help="comma-separated")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated")
     parser.add_argument("--export-dir", help="keep the export here (default: a temp folder)")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     return parser.parse_args(argv)

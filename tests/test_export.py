@@ -19,9 +19,14 @@ import tensorflow as tf
 from _data_paths import multi30k_dir
 from _scripts import load_script
 
+from keras_attention.export import tflite_operators
+from keras_attention.export import tflite_subgraph_operators
 from keras_attention.translation import SubwordTokenizer
 from keras_attention.translation import export
 from keras_attention.translation import load_multi30k
+from keras_attention.translation.lite import TFLITE_CONFIG_FILE
+from keras_attention.translation.lite import VARIANTS
+from keras_attention.translation.lite import tflite_filename
 from keras_attention.translation.model import build_translator
 from keras_attention.translation.translator import CONFIG_FILE
 from keras_attention.translation.translator import MODEL_FILE
@@ -157,10 +162,10 @@ def test_export_writes_the_documented_files(exported, translator):
     assert (out / "saved_model" / "1" / "saved_model.pb").exists()
     assert (out / "saved_model" / "1" / "variables").is_dir()
     folder = out / export.TFLITE_DIR
-    for variant in export.VARIANTS:
+    for variant in VARIANTS:
         assert (folder / f"translator_{variant}.tflite").stat().st_size > 0
     assert json.loads((out / export.MANIFEST_FILE).read_text()) == manifest
-    config = json.loads((folder / export.TFLITE_CONFIG_FILE).read_text())
+    config = json.loads((folder / TFLITE_CONFIG_FILE).read_text())
     assert config["reserved_tokens"] == ["[PAD]", "[UNK]", "[START]", "[END]"]
     assert (config["pad_id"], config["unk_id"], config["start_id"], config["end_id"]) == (
         0,
@@ -185,10 +190,10 @@ def test_export_writes_the_documented_files(exported, translator):
     }
 
 
-@pytest.mark.parametrize("variant", export.VARIANTS)
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_tflite_model_has_builtin_operators_only(exported, variant):
     out, _ = exported
-    ops = export.tflite_operators(out / export.TFLITE_DIR / export.tflite_filename(variant))
+    ops = tflite_operators(out / export.TFLITE_DIR / tflite_filename(variant))
     custom = [name for name in ops if name.startswith("CUSTOM") or "Flex" in name]
     assert not custom, f"non-builtin operators: {custom}"
     # The weights are constants (no resource variable) and the loop is inside.
@@ -205,12 +210,12 @@ RUN_TIME_SHAPE_OPERATORS = {"SHAPE", "BROADCAST_TO", "RANGE", "PACK", "FILL"}
 @pytest.mark.parametrize("variant", ("float32", "float16"))
 def test_greedy_loop_body_computes_no_shapes(exported, variant):
     out, _ = exported
-    path = out / export.TFLITE_DIR / export.tflite_filename(variant)
-    subgraphs = export.tflite_subgraph_operators(path)
+    path = out / export.TFLITE_DIR / tflite_filename(variant)
+    subgraphs = tflite_subgraph_operators(path)
     # The greedy body is the loop body that picks the argmax token.
     bodies = {name: ops for name, ops in subgraphs.items() if "ARG_MAX" in ops}
     assert len(bodies) == 1, sorted(subgraphs)
-    (name, ops), = bodies.items()
+    ((name, ops),) = bodies.items()
     assert "FULLY_CONNECTED" in ops and "SOFTMAX" in ops, (name, ops)
     found = RUN_TIME_SHAPE_OPERATORS & set(ops)
     assert not found, f"{name} computes shapes at run time: {sorted(found)}"
@@ -219,7 +224,7 @@ def test_greedy_loop_body_computes_no_shapes(exported, variant):
     for counts in subgraphs.values():
         for op, n in counts.items():
             total[op] = total.get(op, 0) + n
-    assert total == export.tflite_operators(path)
+    assert total == tflite_operators(path)
 
 
 def test_operator_listing_flags_custom_operators(tmp_path):
@@ -235,7 +240,7 @@ def test_operator_listing_flags_custom_operators(tmp_path):
         tf.lite.OpsSet.TFLITE_BUILTINS,
         tf.lite.OpsSet.SELECT_TF_OPS,
     ]
-    ops = export.tflite_operators(converter.convert())
+    ops = tflite_operators(converter.convert())
     assert "CUSTOM:FlexStringLower" in ops
 
 
@@ -298,8 +303,8 @@ def test_tied_conditional_translator_exports_with_builtin_operators_and_keras_ou
         decoder_init="mean",
     )
     export.export_run(run, tmp_path / "out", variants=("float32",), saved_model=False)
-    path = tmp_path / "out" / export.TFLITE_DIR / export.tflite_filename("float32")
-    ops = export.tflite_operators(path)
+    path = tmp_path / "out" / export.TFLITE_DIR / tflite_filename("float32")
+    ops = tflite_operators(path)
     assert not [name for name in ops if name.startswith("CUSTOM") or "Flex" in name]
     assert not {"VAR_HANDLE", "READ_VARIABLE"} & set(ops)
     translator = load_run(run)[0]
@@ -312,10 +317,13 @@ def test_tied_conditional_translator_exports_with_builtin_operators_and_keras_ou
             tf.constant([start]), translator.encode(tf.constant([source], tf.int32))
         )
         np.testing.assert_allclose(logits, expected.numpy()[0], atol=1e-4, rtol=0)
-    assert _agreement(
-        [lite.translate_ids(lite.source.tokenize(s))[0] for s in sentences[:5]],
-        _keras_one_by_one(translator, sentences[:5]),
-    ) >= MIN_AGREEMENT
+    assert (
+        _agreement(
+            [lite.translate_ids(lite.source.tokenize(s))[0] for s in sentences[:5]],
+            _keras_one_by_one(translator, sentences[:5]),
+        )
+        >= MIN_AGREEMENT
+    )
 
 
 @pytest.mark.parametrize("variant", ["float16", "int8"])
@@ -488,7 +496,7 @@ def test_other_decoders_convert_and_match_keras(tmp_path, corpus, example, atten
     translator = load_run(run)[0]
     export.export_run(run, tmp_path / "out", variants=("float32",), saved_model=False)
     lite = example.LiteTranslator(tmp_path / "out" / export.TFLITE_DIR)
-    ops = export.tflite_operators(tmp_path / "out" / "tflite" / "translator_float32.tflite")
+    ops = tflite_operators(tmp_path / "out" / "tflite" / "translator_float32.tflite")
     assert not [name for name in ops if name.startswith("CUSTOM")]
     sentences = corpus["val"].en[:20]
     expected = _keras_one_by_one(translator, sentences)

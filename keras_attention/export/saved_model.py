@@ -79,7 +79,7 @@ def export_saved_model(
     return `tokens` (batch, L), `lengths` (batch,), `log_probs` (batch,) and
     `attention` (batch, L, S); `beam` also `scores`. Loading needs TensorFlow
     only. For text in, text out with tokenizers in the graph, see
-    `keras_attention.translation.export`.
+    `keras_attention.translation.serving`.
 
     Args:
         generator: a `Seq2SeqGenerator`.

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from keras_attention.export.operators import non_builtin_operators
 from keras_attention.seq2seq_generator import _at_least_one_position
+from keras_attention.validation import check_positive_int
 
 QUANTIZATIONS = (None, "float16", "int8")
 GENERATE_OUTPUTS = ("tokens", "lengths", "log_probs", "attention")
@@ -101,6 +102,7 @@ class LiteGenerator(tf.Module):
     ):
         super().__init__(name="lite_generator")
         names = dict(names or {})
+        check_positive_int("beam_width", beam_width, allow_none=True)
         if max_length is not None:
             generator.resolve_max_length(None, max_length)  # checks it
         self.generator = generator
@@ -205,6 +207,7 @@ class LiteGenerator(tf.Module):
             "end_id": g.end_id,
             "max_source_length": g.max_source_length,
             "longer_sources": "truncated to max_source_length inside the model",
+            "max_output_length": g.max_output_length,
             "max_length": self.max_length,
             "max_length_rule": (
                 f"min(2 * source_length + 10, {g.max_output_length})"
@@ -265,6 +268,10 @@ def convert(lite_generator, quantization=None):
         lite_generator: a `LiteGenerator`.
         quantization: None (float32); "float16" (float16 weights, dequantized
             at load); "int8" (dynamic range: int8 weights, float activations).
+
+    Raises:
+        ValueError: an unknown quantization, or a converted model that still
+            holds a Flex, custom or variable operator (named).
     """
     _check_quantization(quantization)
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
@@ -279,7 +286,15 @@ def convert(lite_generator, quantization=None):
         converter.target_spec.supported_types = [tf.float16]
     elif quantization == "int8":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    return converter.convert()
+    data = converter.convert()
+    # The converter refuses Flex and custom ops, but not the variable ops of
+    # weights it failed to freeze, which only fail at `invoke()`.
+    forbidden = non_builtin_operators(data)
+    if forbidden:
+        raise ValueError(
+            f"The converted model needs operators outside TFLite's builtins: {forbidden}."
+        )
+    return data
 
 
 def write_atomic(path, data):
@@ -348,13 +363,6 @@ def export_tflite(
             Flex, custom or variable operator (named).
     """
     _check_quantization(quantization)
-    if beam_width is not None and (
-        isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1
-    ):
-        raise ValueError(
-            "Invalid value for argument `beam_width`. Expected a positive integer "
-            f"or None. Received: beam_width={beam_width!r}"
-        )
     lite = LiteGenerator(
         generator,
         max_length=max_length,
@@ -364,11 +372,6 @@ def export_tflite(
         source_spec=source_spec,
     )
     data = convert(lite, quantization)
-    forbidden = non_builtin_operators(data)
-    if forbidden:
-        raise ValueError(
-            f"The converted model needs operators outside TFLite's builtins: {forbidden}."
-        )
     path = Path(path)
     write_atomic(path, data)
     manifest = lite.manifest()

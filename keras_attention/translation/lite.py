@@ -1,0 +1,183 @@
+"""The translator's TFLite models and what an app needs around them.
+
+`export_tflite` writes, in one folder:
+
+    translator_float32.tflite     builtin ops only (no Flex, no custom ops)
+    translator_float16.tflite     float16 weights
+    translator_int8.tflite        dynamic-range int8 weights
+    source_vocab.txt              one WordPiece token per line, id = line number
+    target_vocab.txt
+    translator.json               reserved ids, normalization, lowercasing,
+                                  signatures and decoder-state names
+
+The models hold ids in, ids out, in TFLite builtin ops only, with static
+batch 1 and a dynamic source length:
+
+- `translate(source_ids (1, S) int32)` → `tokens` (1, L), `lengths` (1,),
+  `log_probs` (1,), `attention` (1, L, S): the greedy loop runs inside the model
+  (a `WHILE`). A source longer than `max_source_length` is truncated to it
+  (the app should refuse it first: a model cannot raise); S = 0 gives an empty
+  output. Ids must be in [0, source vocab_size): the model does not check.
+- `encode(source_ids)` → the decoder's first state (named tensors, listed in
+  `translator.json`); the source mask is derived from the ids (0 = padding).
+- `decode_step(token (1,), **state)` → `logits` (1, V), `attention` (1, S) and
+  the new values of the recurrent state entries (`h`, and `c` / `attentional`
+  where the decoder has them); the other state entries stay as `encode` gave
+  them. For apps with their own loop (beam search, sampling, streaming).
+
+Tokenization happens on the device, in the app's language, from the vocabulary
+files and `translator.json` (`examples/tflite_translate.py` is a pure-Python
+version).
+
+The functions and their conversion are those of the generic export
+(`keras_attention.export.LiteGenerator` over the translator's
+`Seq2SeqGenerator`, weights frozen into constants); this module adds the text
+side: the vocabularies and `translator.json`.
+"""
+
+import json
+from pathlib import Path
+
+from keras_attention.export import tflite as generic_tflite
+from keras_attention.translation.tokenizer import RESERVED_TOKENS
+from keras_attention.translation.tokenizer import SUFFIX_INDICATOR
+
+VARIANTS = ("float32", "float16", "int8")
+TFLITE_CONFIG_FILE = "translator.json"
+SOURCE_VOCAB_FILE = "source_vocab.txt"
+TARGET_VOCAB_FILE = "target_vocab.txt"
+# FastWordpieceTokenizer's default: a longer word becomes one [UNK].
+MAX_BYTES_PER_WORD = 100
+PRE_TOKENIZATION = (
+    "split on Unicode White_Space, then make every punctuation character "
+    "(ASCII punctuation, Unicode category P*) and CJK ideograph a word of "
+    "its own, as tensorflow_text.FastWordpieceTokenizer does"
+)
+
+
+def tflite_filename(variant):
+    """`translator_{variant}.tflite`."""
+    return f"translator_{variant}.tflite"
+
+
+def check_variants(variants):
+    """`variants` as a tuple; `ValueError` unless it is a subset of `VARIANTS`."""
+    variants = tuple(variants)
+    if any(v not in VARIANTS for v in variants):
+        raise ValueError(
+            f"Invalid value for argument `variants`. Expected a subset of {VARIANTS}. "
+            f"Received: variants={variants!r}"
+        )
+    return variants
+
+
+def lite_translator(translator, max_length=None):
+    """The TFLite functions of a `Translator`: a `LiteGenerator` of its
+    generator, with the signature `translate` (greedy) and the input
+    `source_ids`.
+
+    Args:
+        translator: a `Translator`.
+        max_length: int or None (min(2 * S + 10, the generator's cap)), the
+            most output tokens of `translate`.
+    """
+    return generic_tflite.LiteGenerator(
+        translator.generator,
+        max_length=max_length,
+        names={"generate": "translate", "source": "source_ids"},
+    )
+
+
+def convert(lite, variant="float32"):
+    """Converts the functions of `lite_translator` to a builtin-ops-only
+    flatbuffer (bytes), with `keras_attention.export.convert`.
+
+    Args:
+        lite: a `LiteGenerator`.
+        variant: "float32"; "float16" (float16 weights, dequantized at load);
+            "int8" (dynamic-range quantization: int8 weights, float
+            activations).
+    """
+    if variant not in VARIANTS:
+        raise ValueError(
+            f"Invalid value for argument `variant`. Expected one of {VARIANTS}. "
+            f"Received: variant={variant!r}"
+        )
+    return generic_tflite.convert(lite, None if variant == "float32" else variant)
+
+
+def _tflite_config(translator, lite, variants, attention=None):
+    """The dict of `translator.json`: the generic manifest of `lite` (ids,
+    bounds, signatures, decoder state) with the text side added (vocabulary
+    files, normalization, reserved tokens) and the model file of each variant.
+    """
+    source = translator.source_tokenizer
+    target = translator.target_tokenizer
+    config = lite.manifest()
+    # "source" names the source tokenizer here: an app reads text, not a spec.
+    del config["source"]
+    config.update(
+        {
+            "attention": attention,
+            "models": {v: tflite_filename(v) for v in variants},
+            "source": _tokenizer_config(source, SOURCE_VOCAB_FILE),
+            "target": _tokenizer_config(target, TARGET_VOCAB_FILE),
+            "reserved_tokens": list(RESERVED_TOKENS),
+            "pad_id": source.pad_id,
+            "unk_id": source.unk_id,
+            "start_id": target.start_id,
+            "end_id": target.end_id,
+            "suffix_indicator": SUFFIX_INDICATOR,
+            "unknown_token": RESERVED_TOKENS[source.unk_id],
+            "max_bytes_per_word": MAX_BYTES_PER_WORD,
+            "pre_tokenization": PRE_TOKENIZATION,
+            "token_ids": "source ids must be in [0, source.vocab_size); the model does not check",
+        }
+    )
+    return config
+
+
+def _tokenizer_config(tokenizer, vocab_file):
+    return {
+        "vocab_file": vocab_file,
+        "vocab_size": tokenizer.vocab_size,
+        "normalization": "NFKC",
+        "lower_case": tokenizer.lower_case,
+    }
+
+
+def export_tflite(translator, folder, variants=VARIANTS, max_length=None, attention=None):
+    """Writes the TFLite variants, the vocabularies and `translator.json`.
+
+    Every file is written whole or not at all (a temporary file renamed over
+    it).
+
+    Args:
+        translator: a `Translator`.
+        folder: the output folder (e.g. `OUT_DIR/tflite`), created if needed.
+        variants: a subset of `VARIANTS`.
+        max_length: see `lite_translator`.
+        attention: the run's attention name, recorded in `translator.json`.
+
+    Returns:
+        dict: variant → path of its `.tflite` file.
+
+    Raises:
+        ValueError: an unknown variant, or a converted model that still holds
+            a Flex, custom or variable operator (named).
+    """
+    variants = check_variants(variants)
+    folder = Path(folder)
+    lite = lite_translator(translator, max_length)
+    paths = {}
+    for variant in variants:
+        paths[variant] = folder / tflite_filename(variant)
+        generic_tflite.write_atomic(paths[variant], convert(lite, variant))
+    for tokenizer, name in (
+        (translator.source_tokenizer, SOURCE_VOCAB_FILE),
+        (translator.target_tokenizer, TARGET_VOCAB_FILE),
+    ):
+        generic_tflite.write_atomic(folder / name, "".join(t + "\n" for t in tokenizer.vocab))
+    config = _tflite_config(translator, lite, variants, attention)
+    generic_tflite.write_atomic(folder / TFLITE_CONFIG_FILE, json.dumps(config, indent=2) + "\n")
+    return paths

@@ -1,0 +1,109 @@
+"""The translator's SavedModel: text in, text out, tokenizers inside the graph.
+
+Its `serving_default` signature takes a batch of English sentences (tf.string,
+shape (batch,)), tokenizes them (tensorflow-text), decodes greedily and
+detokenizes, all in the graph; `beam` does the same with beam search. The
+output `translation` is the tokenizer's text: lowercased (for a lowercasing
+vocabulary) with punctuation split off by spaces, `"un homme fait du vélo ."`;
+`keras_attention.translation.postprocess` turns it into ordinary text on the
+host if wanted. Loading needs TensorFlow and `import tensorflow_text` (which
+registers the tokenizer ops), not keras_attention.
+
+The ids-in, ids-out SavedModel of any generator is
+`keras_attention.export.export_saved_model`; this module adds the text.
+"""
+
+from pathlib import Path
+
+import tensorflow as tf
+
+SIGNATURES = ("serving_default", "beam")
+
+
+class ServingTranslator(tf.Module):
+    """Text in, text out: tokenization, search and detokenization in one graph.
+
+    Args:
+        translator: a `Translator` (its model keeps its variables).
+        max_length: int, the most output tokens (END included), or None for
+            min(2 * S + 10, the generator's `max_output_length`) with S the
+            longest (truncated) source in the batch.
+        beam_width: int, the beam of the `beam` signature.
+        length_penalty: float, its GNMT length penalty.
+
+    Bounds: a sentence of more than `translator.max_source_length` source
+    tokens (512 by default) is truncated to its first ones; the output
+    `truncated` (batch,) bool says which were, `source_ids` holds what was
+    read. An empty or blank sentence gives an empty translation, and a batch
+    of 0 sentences 0 translations.
+    """
+
+    def __init__(self, translator, max_length=None, beam_width=4, length_penalty=0.6):
+        super().__init__(name="serving_translator")
+        self.translator = translator
+        self.max_length = max_length
+        self.beam_width = beam_width
+        self.length_penalty = length_penalty
+
+    def _source_ids(self, sentences):
+        """(B,) strings → (B, S) int32 ids, 0-padded, S ≤ max_source_length,
+        and (B,) bool, the sentences cut to that length."""
+        limit = self.translator.max_source_length
+        ragged = self.translator.source_tokenizer.tokenize(sentences)  # (B, None)
+        truncated = ragged.row_lengths() > limit  # (B,)
+        return tf.cast(ragged[:, :limit].to_tensor(), tf.int32), truncated
+
+    def _outputs(self, source_ids, truncated, result):
+        outputs = {
+            "translation": self.translator.target_tokenizer.detokenize(result["tokens"]),
+            "tokens": result["tokens"],  # (B, L)
+            "lengths": result["lengths"],  # (B,)
+            "log_probs": result["log_probs"],  # (B,)
+            "attention": result["attention"],  # (B, L, S)
+            "source_ids": source_ids,  # (B, S)
+            "truncated": truncated,  # (B,)
+        }
+        if "all_scores" in result:
+            outputs["scores"] = result["scores"]
+        return outputs
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    def greedy(self, sentences):
+        """(B,) English strings → dict: `translation` (B,) French strings, ..."""
+        source_ids, truncated = self._source_ids(sentences)
+        result = self.translator.greedy(source_ids, max_length=self.max_length)
+        return self._outputs(source_ids, truncated, result)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    def beam(self, sentences):
+        """`greedy` with beam search; adds `scores` (the ranking score)."""
+        source_ids, truncated = self._source_ids(sentences)
+        result = self.translator.beam(
+            source_ids,
+            beam_width=self.beam_width,
+            length_penalty=self.length_penalty,
+            max_length=self.max_length,
+        )
+        return self._outputs(source_ids, truncated, result)
+
+
+def export_saved_model(translator, path, max_length=None, beam_width=4, length_penalty=0.6):
+    """Writes the text-in, text-out SavedModel (signatures `serving_default`, `beam`).
+
+    Args:
+        translator: a `Translator`.
+        path: the SavedModel folder (e.g. `OUT_DIR/saved_model/1`).
+        max_length: see `ServingTranslator`.
+        beam_width: see `ServingTranslator`.
+        length_penalty: see `ServingTranslator`.
+
+    Returns:
+        `path`, as a `Path`.
+    """
+    module = ServingTranslator(translator, max_length, beam_width, length_penalty)
+    signatures = {
+        "serving_default": module.greedy.get_concrete_function(),
+        "beam": module.beam.get_concrete_function(),
+    }
+    tf.saved_model.save(module, str(path), signatures=signatures)
+    return Path(path)
