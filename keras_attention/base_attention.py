@@ -14,6 +14,7 @@ from keras_attention.masking import masked_softmax
 from keras_attention.masking import shape_error as _arg_error
 from keras_attention.masking import shape_str
 from keras_attention.masking import zero_masked
+from keras_attention.validation import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -42,11 +43,7 @@ class BaseAttention(keras.layers.Layer):
                 "_score)."
             )
         super().__init__(**kwargs)
-        if not isinstance(num_heads, int) or num_heads < 1:
-            raise ValueError(
-                "Invalid value for argument `num_heads`. Expected a positive "
-                f"integer. Received: num_heads={num_heads!r}"
-            )
+        check_positive_int("num_heads", num_heads)
         if not 0.0 <= float(dropout) < 1.0:
             raise ValueError(
                 "Invalid value for argument `dropout`. Expected a rate in "

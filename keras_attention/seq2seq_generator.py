@@ -19,6 +19,7 @@ import numpy as np
 from keras import ops
 
 from keras_attention.base_decoder import BaseDecoder
+from keras_attention.validation import check_positive_int
 
 # A source longer than this is refused (see `max_source_length`).
 DEFAULT_MAX_SOURCE_LENGTH = 512
@@ -35,14 +36,6 @@ def default_max_length(source_length, cap=DEFAULT_MAX_OUTPUT_LENGTH):
     if isinstance(source_length, numbers.Integral):
         return min(2 * int(source_length) + 10, cap)
     return ops.minimum(2 * source_length + 10, cap)
-
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(
-            f"Invalid value for argument `{name}`. Expected a positive integer. "
-            f"Received: {name}={value!r}"
-        )
 
 
 def _check_token_id(name, value):
@@ -264,16 +257,16 @@ class Seq2SeqGenerator:
             )
         _check_token_id("start_id", start_id)
         _check_token_id("end_id", end_id)
-        _check_positive_int("max_source_length", max_source_length)
-        _check_positive_int("max_output_length", max_output_length)
+        check_positive_int("max_source_length", max_source_length)
+        check_positive_int("max_output_length", max_output_length)
         self.encoder = encoder
         self.target_embedding = target_embedding
         self.decoder = decoder
         self.readout = readout
         self.start_id = start_id
         self.end_id = end_id
-        self.max_source_length = max_source_length
-        self.max_output_length = max_output_length
+        self.max_source_length = int(max_source_length)
+        self.max_output_length = int(max_output_length)
         self.source_spec = None  # (shape without batch, dtype), from `from_model`
         self.model = None  # the model of `from_model`
         self.encoder_model = None  # its source-side graph, from `from_model`
@@ -473,7 +466,7 @@ class Seq2SeqGenerator:
         if max_length is None:
             return default_max_length(source_length, self.max_output_length)
         if not _is_tensor(max_length):
-            _check_positive_int("max_length", max_length)
+            check_positive_int("max_length", max_length)
             max_length = int(max_length)
             if max_length > self.max_output_length:
                 raise ValueError(

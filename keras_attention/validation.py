@@ -1,11 +1,15 @@
 """Argument checks shared by the layers and the translation toolkit."""
 
+import numbers
+
 
 def check_positive_int(name, value, allow_none=False):
-    """Raises `ValueError` unless `value` is a positive Python int.
+    """Raises `ValueError` unless `value` is a positive integer.
 
-    A `bool` is refused although Python counts it as an `int`: `units=True` is
-    a mistake, not 1. So are floats, even whole ones, and strings of digits.
+    A Python int or a NumPy integer (`np.int64(4)`, read from an array) is
+    accepted; callers that need a Python int take `int(value)`. A `bool` is
+    refused although Python counts it as an `int`: `units=True` is a mistake,
+    not 1. So are floats, even whole ones, and strings of digits.
 
     Args:
         name: the argument's name, as the message prints it.
@@ -18,7 +22,7 @@ def check_positive_int(name, value, allow_none=False):
     """
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         expected = "a positive integer or None" if allow_none else "a positive integer"
         raise ValueError(
             f"Invalid value for argument `{name}`. Expected {expected}. Received: {name}={value!r}"

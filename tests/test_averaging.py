@@ -106,7 +106,7 @@ def test_too_few_epochs_names_the_folder_and_the_flag(tmp_path):
 
 @pytest.mark.parametrize("count", [0, -1, 1.5, True, "2"])
 def test_bad_count_is_rejected(tmp_path, count):
-    with pytest.raises(ValueError, match="positive number of epochs"):
+    with pytest.raises(ValueError, match="argument `count`. Expected a positive integer"):
         averaging.last_epochs(tmp_path, count)
 
 

@@ -60,8 +60,7 @@ def setup():
     en, fr = val.en[:N], val.fr[:N]
     en_tok, fr_tok = _char_tokenizer(en), _char_tokenizer(fr)
     expected = [
-        (_expected_ids(en_tok, e), _expected_ids(fr_tok, f))
-        for e, f in zip(en, fr, strict=True)
+        (_expected_ids(en_tok, e), _expected_ids(fr_tok, f)) for e, f in zip(en, fr, strict=True)
     ]
     return en, fr, en_tok, fr_tok, expected
 
@@ -129,9 +128,7 @@ def test_rows_hold_the_expected_ids(setup):
 
 
 def test_without_shuffle_or_buckets_order_is_kept(setup):
-    batches = _batches(
-        _make(setup, shuffle=False, bucket_boundaries=None, batch_size=32)
-    )
+    batches = _batches(_make(setup, shuffle=False, bucket_boundaries=None, batch_size=32))
     assert [src.shape[0] for src, _, _ in batches] == [32] * 6 + [8]
     assert _unpadded_rows(batches) == setup[4]
 
@@ -171,9 +168,7 @@ def test_batches_group_rows_of_one_length_bucket(setup):
     batches = _batches(_make(setup, bucket_boundaries=boundaries, batch_size=8))
     buckets_seen = set()
     for src, _, tgt in batches:
-        lengths = np.maximum(
-            np.count_nonzero(src, axis=1), np.count_nonzero(tgt, axis=1)
-        )
+        lengths = np.maximum(np.count_nonzero(src, axis=1), np.count_nonzero(tgt, axis=1))
         buckets = set(np.searchsorted(boundaries, lengths, side="right").tolist())
         assert len(buckets) == 1
         buckets_seen |= buckets
@@ -214,9 +209,7 @@ def test_keras_fit_trains_on_the_batches(setup):
     model = keras.Model([source, decoder_input], logits)
     model.compile(
         optimizer="adam",
-        loss=keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True, ignore_class=0
-        ),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -126,9 +126,7 @@ def test_postprocessed_round_trip_on_val_restores_text(fr_tokenizer, val_fr):
     ids = fr_tokenizer.tokenize(val_fr)
     text = fr_tokenizer.detokenize(ids.to_tensor()).numpy()
     known = [i for i, row in enumerate(_rows(ids)) if fr_tokenizer.unk_id not in row]
-    restored = [
-        postprocess(text[i], "fr") == " ".join(val_fr[i].split()) for i in known
-    ]
+    restored = [postprocess(text[i], "fr") == " ".join(val_fr[i].split()) for i in known]
     # Measured on all of val: 1013 of 1014 ("J.P." comes back as "J. P.").
     assert sum(restored) >= 0.99 * len(known)
 
@@ -175,18 +173,14 @@ def test_nfkc_normalization(fr_tokenizer):
     # Ligature, full-width letters, decomposed accent.
     raw = ["ﬁlet Ｕｎ cafe\u0301"]
     normalized = ["filet Un café"]
-    assert fr_tokenizer.normalize(raw).numpy().tolist() == [
-        s.encode() for s in normalized
-    ]
+    assert fr_tokenizer.normalize(raw).numpy().tolist() == [s.encode() for s in normalized]
     assert _rows(fr_tokenizer.tokenize(raw)) == _rows(fr_tokenizer.tokenize(normalized))
 
 
 def test_lower_case_option(fr_tokenizer):
     lower = SubwordTokenizer(fr_tokenizer.vocab, lower_case=True)
     assert lower.normalize(["ÉTÉ Élan"]).numpy().tolist() == ["été élan".encode()]
-    assert _rows(lower.tokenize(["UN HOMME"])) == _rows(
-        fr_tokenizer.tokenize(["un homme"])
-    )
+    assert _rows(lower.tokenize(["UN HOMME"])) == _rows(fr_tokenizer.tokenize(["un homme"]))
     assert _rows(fr_tokenizer.tokenize(["Un"])) != _rows(fr_tokenizer.tokenize(["un"]))
 
 
@@ -236,9 +230,7 @@ def test_runs_inside_tf_function(fr_tokenizer, val_fr):
     ids, text = round_trip(tf.constant(val_fr[:50]))
     eager_ids = fr_tokenizer.tokenize(val_fr[:50], add_start_end=True).to_tensor()
     np.testing.assert_array_equal(ids.numpy(), eager_ids.numpy())
-    np.testing.assert_array_equal(
-        text.numpy(), fr_tokenizer.detokenize(eager_ids).numpy()
-    )
+    np.testing.assert_array_equal(text.numpy(), fr_tokenizer.detokenize(eager_ids).numpy())
 
 
 def test_saved_model_round_trip(fr_tokenizer, val_fr, tmp_path):
@@ -254,12 +246,8 @@ def test_saved_model_round_trip(fr_tokenizer, val_fr, tmp_path):
     np.testing.assert_array_equal(
         loaded.detokenize(ids).numpy(), fr_tokenizer.detokenize(ids).numpy()
     )
-    np.testing.assert_array_equal(
-        loaded.lookup(ids).numpy(), fr_tokenizer.lookup(ids).numpy()
-    )
-    assert _rows(loaded.tokenize_normalized(strings)) == _rows(
-        fr_tokenizer.tokenize(strings)
-    )
+    np.testing.assert_array_equal(loaded.lookup(ids).numpy(), fr_tokenizer.lookup(ids).numpy())
+    assert _rows(loaded.tokenize_normalized(strings)) == _rows(fr_tokenizer.tokenize(strings))
 
 
 @pytest.mark.parametrize(

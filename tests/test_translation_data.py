@@ -40,8 +40,7 @@ def _raw_lines(path):
 
 def _write(path, lines, compress=True):
     raw = b"".join(
-        (line if isinstance(line, bytes) else line.encode("utf-8")) + b"\n"
-        for line in lines
+        (line if isinstance(line, bytes) else line.encode("utf-8")) + b"\n" for line in lines
     )
     path.write_bytes(gzip.compress(raw) if compress else raw)
     return path
@@ -99,9 +98,7 @@ def test_max_words_skips_long_val_pairs_and_counts_them():
     en = [line.strip() for line in _raw_lines(DATA_DIR / "val.en.gz")]
     fr = [line.strip() for line in _raw_lines(DATA_DIR / "val.fr.gz")]
     expected = [
-        (e, f)
-        for e, f in zip(en, fr, strict=True)
-        if len(e.split()) <= 10 and len(f.split()) <= 10
+        (e, f) for e, f in zip(en, fr, strict=True) if len(e.split()) <= 10 and len(f.split()) <= 10
     ]
     val = data.load_multi30k("val", data_dir=DATA_DIR, max_words=10)["val"]
     assert list(zip(val.en, val.fr, strict=True)) == expected
@@ -117,12 +114,8 @@ def test_loader_logs_summary(caplog):
 
 
 def test_summary_reports_counts():
-    stats = data.ReadStats(
-        read=10, used=6, skipped_empty=3, skipped_long=1, max_words=5
-    )
-    assert stats.summary() == (
-        "read 10 pairs, used 6, skipped 4 (3 empty, 1 too long: > 5 words)"
-    )
+    stats = data.ReadStats(read=10, used=6, skipped_empty=3, skipped_long=1, max_words=5)
+    assert stats.summary() == ("read 10 pairs, used 6, skipped 4 (3 empty, 1 too long: > 5 words)")
 
 
 def test_head_keeps_the_first_pairs_aligned():
@@ -205,17 +198,12 @@ def test_stats_invariant_and_filtering(rows, max_words):
         for s, t in rows
         if s.strip()
         and t.strip()
-        and (
-            max_words is None
-            or (len(s.split()) <= max_words and len(t.split()) <= max_words)
-        )
+        and (max_words is None or (len(s.split()) <= max_words and len(t.split()) <= max_words))
     ]
     assert pairs == expected
     assert stats.read == len(rows)
     assert stats.read == stats.used + stats.skipped_empty + stats.skipped_long
-    assert stats.skipped_empty == sum(
-        1 for s, t in rows if not s.strip() or not t.strip()
-    )
+    assert stats.skipped_empty == sum(1 for s, t in rows if not s.strip() or not t.strip())
 
 
 @pytest.mark.parametrize("max_words", [0, -1, 2.5, True])
@@ -293,9 +281,7 @@ def test_env_var_folder_is_used(monkeypatch):
     monkeypatch.setenv(ENV_VAR, str(DATA_DIR))
     _no_network(monkeypatch)
     paths = data.multi30k_paths("val")
-    assert paths == {
-        "val": {"en": DATA_DIR / "val.en.gz", "fr": DATA_DIR / "val.fr.gz"}
-    }
+    assert paths == {"val": {"en": DATA_DIR / "val.en.gz", "fr": DATA_DIR / "val.fr.gz"}}
     assert len(data.load_multi30k("val")["val"]) == 1014
 
 

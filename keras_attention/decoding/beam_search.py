@@ -20,6 +20,7 @@ import numbers
 import keras
 
 from keras_attention.decoding.greedy_search import _write_step
+from keras_attention.validation import check_positive_int
 
 # Floor under the coverage in the coverage penalty: a source position that
 # no output token attended to would otherwise give log(0) = -inf.
@@ -269,15 +270,9 @@ def beam_search(
 
 
 def _check_beam_width(beam_width):
-    if (
-        isinstance(beam_width, bool)
-        or not isinstance(beam_width, numbers.Integral)
-        or beam_width < 1
-    ):
-        raise ValueError(
-            "Invalid value for argument `beam_width`. Expected a positive "
-            f"Python integer. Received: beam_width={beam_width}"
-        )
+    # A Python int: the width shapes the graph (reshapes, top-k), so it cannot
+    # be a tensor.
+    check_positive_int("beam_width", beam_width)
     return int(beam_width)
 
 

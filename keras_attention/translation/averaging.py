@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_attention.validation import check_positive_int
+
 EPOCHS_DIR = "epochs"
 _EPOCH_FILE = re.compile(r"^epoch_(\d+)\.weights\.h5$")
 
@@ -36,8 +38,7 @@ def last_epochs(run_dir, count):
         ValueError: `count` is not a positive int, or the run has fewer saved
             epochs (the message says how many and where they were looked for).
     """
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"Expected a positive number of epochs to average. Received: {count!r}")
+    check_positive_int("count", count)
     epochs = saved_epochs(run_dir)
     if len(epochs) < count:
         raise ValueError(

@@ -32,6 +32,8 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
+from keras_attention.validation import check_positive_int
+
 logger = logging.getLogger(__name__)
 
 ENV_VAR = "KERAS_ATTENTION_MULTI30K_DIR"
@@ -145,13 +147,7 @@ def read_parallel(
             valid UTF-8 (the message names the file and the 1-based line), or
             `max_words` is not a positive int.
     """
-    if max_words is not None and (
-        isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1
-    ):
-        raise ValueError(
-            "Invalid value for argument `max_words`. Expected a positive int or "
-            f"None. Received: max_words={max_words!r}"
-        )
+    check_positive_int("max_words", max_words, allow_none=True)
     src_lines = _read_lines(src_path)
     tgt_lines = _read_lines(tgt_path)
     if len(src_lines) != len(tgt_lines):

@@ -29,6 +29,8 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.validation import check_positive_int
+
 # Upper bounds (exclusive) of the length buckets, in subwords. Multi30k sentences
 # have about 15-17 subwords with a ~3k vocabulary, rarely more than 50.
 DEFAULT_BUCKET_BOUNDARIES = (8, 12, 16, 20, 24, 32, 48, 64)
@@ -72,23 +74,17 @@ def make_dataset(
     Returns:
         A `tf.data.Dataset` of `((source_ids, decoder_input_ids), target_ids)`.
     """
-    _check_positive_int(batch_size, "batch_size")
-    if max_examples is not None:
-        _check_positive_int(max_examples, "max_examples")
-    if shuffle_buffer_size is not None:
-        _check_positive_int(shuffle_buffer_size, "shuffle_buffer_size")
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("max_examples", max_examples, allow_none=True)
+    check_positive_int("shuffle_buffer_size", shuffle_buffer_size, allow_none=True)
     if bucket_boundaries is not None:
         bucket_boundaries = tuple(bucket_boundaries)
-        if (
-            not bucket_boundaries
-            or any(
-                isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in bucket_boundaries
-            )
-            or list(bucket_boundaries) != sorted(set(bucket_boundaries))
-        ):
+        for i, boundary in enumerate(bucket_boundaries):
+            check_positive_int(f"bucket_boundaries[{i}]", boundary)
+        if not bucket_boundaries or list(bucket_boundaries) != sorted(set(bucket_boundaries)):
             raise ValueError(
                 "Invalid value for argument `bucket_boundaries`. Expected strictly "
-                "increasing positive ints, or None. "
+                "increasing positive integers, or None. "
                 f"Received: bucket_boundaries={bucket_boundaries!r}"
             )
     src_texts = list(src_texts)
@@ -173,11 +169,3 @@ def _pair_length(source, decoder_input, decoder_target):
 
 def _to_model_inputs(source, decoder_input, decoder_target):
     return (source, decoder_input), decoder_target
-
-
-def _check_positive_int(value, name):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"Invalid value for argument `{name}`. Expected a positive int. "
-            f"Received: {name}={value!r}"
-        )

@@ -47,6 +47,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_attention.translation.runs import write_text
+from keras_attention.validation import check_positive_int
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
 PAD_ID = 0
@@ -285,11 +286,7 @@ class SubwordTokenizer(tf.Module):
         # Imported here: the learner pulls in modules that tokenizing never needs.
         from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
-        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
-            raise ValueError(
-                "Invalid value for argument `vocab_size`. Expected an int. "
-                f"Received: vocab_size={vocab_size!r}"
-            )
+        check_positive_int("vocab_size", vocab_size)
         if vocab_size <= len(RESERVED_TOKENS):
             raise ValueError(
                 "Invalid value for argument `vocab_size`. Expected an int larger "
