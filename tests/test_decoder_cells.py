@@ -266,6 +266,39 @@ def test_step_by_step_decoding_equals_teacher_forced_call(kind, cell_kind):
         np.testing.assert_allclose(got, want, rtol=STEP_TOL, atol=STEP_TOL)
 
 
+@pytest.mark.parametrize("kind", ["bahdanau", "luong_no_feeding"])
+def test_the_last_layer_of_a_stack_queries_the_attention(kind):
+    # Two LSTM layers of one size, so either h could query: the weights of
+    # the first step must be the attention layer's own, called with the last
+    # layer's h (Bahdanau: s_0, before the step; Luong: s_1, after it).
+    rng = np.random.default_rng(11)
+    cell = keras.layers.StackedRNNCells(
+        [keras.layers.LSTMCell(UNITS), keras.layers.LSTMCell(UNITS)]
+    )
+    decoder = make_decoder(kind, cell)
+    inputs = make_inputs(rng)
+    decoder(**inputs)
+    randomize(decoder, rng)
+    h_1, c_1, h_2, c_2 = [(0.8 * rng.normal(size=(BATCH, UNITS))).astype("float32") for _ in "1234"]
+    mask = memory_mask()
+    _, weights, _ = decoder(**inputs, initial_state=[h_1, c_1, h_2, c_2], memory_mask=mask)
+    if kind == "bahdanau":
+        query, other = h_2, h_1
+    else:  # without input feeding the stack reads y_1 alone
+        output, new_states = cell(inputs["target_embeddings"][:, 0], [[h_1, c_1], [h_2, c_2]])
+        query, other = output, new_states[0][0]
+        np.testing.assert_allclose(output, new_states[1][0], rtol=1e-6)
+
+    def attend(q):
+        _, w = decoder.attention(
+            q, inputs["memory"], value_mask=mask, return_attention_scores=True
+        )
+        return np.asarray(w)
+
+    np.testing.assert_allclose(weights[:, 0], attend(query), rtol=1e-5, atol=1e-6)
+    assert np.abs(attend(other) - attend(query)).max() > 1e-3  # the check can fail
+
+
 def test_a_nested_initial_state_is_flattened():
     # StackedRNNCells' own structure [h_1, [h_2, c_2]] is accepted too.
     rng = np.random.default_rng(4)

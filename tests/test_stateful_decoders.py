@@ -538,11 +538,17 @@ GENERATOR_ATTENTIONS = {
     "bahdanau_hard": lambda: BahdanauMonotonicAttention(units=10, mode="hard", score_bias_init=0.5),
     "bahdanau_parallel": lambda: BahdanauMonotonicAttention(units=10, score_bias_init=0.5),
     "luong_hard": lambda: LuongMonotonicAttention(mode="hard", score_bias_init=0.5),
+    # Queried after the step, with input feeding: the Luong decoder.
+    "luong_decoder_parallel": lambda: LuongMonotonicAttention(score_bias_init=0.5),
 }
 
 
 def generator_model(attention, seed):
-    """ids → Embedding → GRU → memory, Dense bridge → BahdanauDecoder → logits."""
+    """ids → Embedding → GRU → memory, Dense bridge → decoder → logits.
+
+    The decoder is a `LuongDecoder` for the attentions named "luong_decoder_*",
+    else a `BahdanauDecoder`.
+    """
     keras.utils.set_random_seed(seed)
     normal = keras.initializers.RandomNormal(stddev=1.0)
     source = keras.Input((None,), dtype="int32", name="source")
@@ -552,7 +558,8 @@ def generator_model(attention, seed):
     )(source)
     memory, final = keras.layers.GRU(GEN_UNITS, return_sequences=True, return_state=True)(x)
     initial_state = keras.layers.Dense(GEN_UNITS, activation="tanh", name="bridge")(final)
-    decoder = BahdanauDecoder(GEN_UNITS, GENERATOR_ATTENTIONS[attention](), name="decoder")
+    kind = LuongDecoder if attention.startswith("luong_decoder") else BahdanauDecoder
+    decoder = kind(GEN_UNITS, GENERATOR_ATTENTIONS[attention](), name="decoder")
     embedded = keras.layers.Embedding(
         TARGET_VOCAB, EMBEDDING, mask_zero=True, embeddings_initializer=normal
     )(target_in)
@@ -604,10 +611,10 @@ def test_generator_greedy_equals_the_oracle(attention):
 # ------------------------------------------------------------------- TFLite
 
 
-# Hard monotonic attention takes `ops.cumprod` of its 0/1 choices
-# (`monotonic_alignment`, mode "hard"): TensorFlow's Cumprod has no TFLite
-# builtin kernel, so the builtin-only conversion fails there. Computed as
-# "no choice before j" (an exclusive cumsum equal to 0), it converts.
+# Every alignment-aware attention, in both decoders. Hard monotonic
+# attention computes "no choice before j" as an exclusive cumsum equal to 0,
+# not as a cumprod of its 0/1 choices: TensorFlow's Cumprod has no TFLite
+# builtin kernel.
 TFLITE_ATTENTIONS = list(GENERATOR_ATTENTIONS)
 
 
