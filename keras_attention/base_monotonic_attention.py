@@ -33,6 +33,10 @@ class BaseMonotonicAttention(BaseAlignmentAttention):
         score_bias_init: initial value of the scalar bias r. Defaults to 0.
         mode: "parallel", "recursive" or "hard" (see
             `keras_attention.monotonic_alignment`). Defaults to "parallel".
+            It may be set again on a trained layer: train soft, then set
+            `layer.mode = "hard"` for hard decisions at inference (streaming)
+            before a generator or export traces the decoder; functions
+            traced earlier keep the mode they were traced with.
         seed: seed of the noise.
         kernel_initializer: initializer of the score's weights.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
@@ -59,17 +63,26 @@ class BaseMonotonicAttention(BaseAlignmentAttention):
                 "Invalid value for argument `sigmoid_noise`. Expected a standard "
                 f"deviation >= 0. Received: sigmoid_noise={sigmoid_noise!r}"
             )
-        if mode not in MONOTONIC_MODES:
+        self.mode = mode  # checked by the setter
+        self.sigmoid_noise = float(sigmoid_noise)
+        self.score_bias_init = float(score_bias_init)
+        self.seed = seed
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.seed_generator = keras.random.SeedGenerator(seed)
+
+    @property
+    def mode(self):
+        """"parallel", "recursive" or "hard"; see the class docstring."""
+        return self._mode
+
+    @mode.setter
+    def mode(self, mode):
+        if not isinstance(mode, str) or mode not in MONOTONIC_MODES:
             raise ValueError(
                 f"Invalid value for argument `mode`. Expected one of {MONOTONIC_MODES}. "
                 f"Received: mode={mode!r}"
             )
-        self.sigmoid_noise = float(sigmoid_noise)
-        self.score_bias_init = float(score_bias_init)
-        self.mode = mode
-        self.seed = seed
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.seed_generator = keras.random.SeedGenerator(seed)
+        self._mode = mode
 
     def build_score(self, query_dim, key_dim):
         self.build_energy(query_dim, key_dim)

@@ -608,6 +608,33 @@ def test_generator_greedy_equals_the_oracle(attention):
     assert np.all(np.isfinite(wide["scores"]))
 
 
+@pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+def test_a_model_trained_soft_decodes_hard_after_setting_the_mode():
+    # The same seed builds the same weights: the parallel model with its mode
+    # set to "hard" must decode as the model built hard.
+    source = make_sources("ids")
+    soft = generator_model("bahdanau_parallel", 0)
+    hard = generator_model("bahdanau_hard", 0)
+    for got, want in zip(soft.get_weights(), hard.get_weights(), strict=True):
+        np.testing.assert_array_equal(got, want)
+    before = Seq2SeqGenerator.from_model(soft, START, 2).greedy(source, max_length=MAX_LENGTH)
+    soft.get_layer("decoder").attention.mode = "hard"
+    switched = Seq2SeqGenerator.from_model(soft, START, 2).greedy(source, max_length=MAX_LENGTH)
+    built_hard = Seq2SeqGenerator.from_model(hard, START, 2).greedy(source, max_length=MAX_LENGTH)
+    np.testing.assert_array_equal(switched["tokens"], built_hard["tokens"])
+    np.testing.assert_allclose(switched["attention"], built_hard["attention"], atol=1e-6)
+    assert set(np.unique(switched["attention"])) <= {0.0, 1.0}
+    assert not set(np.unique(before["attention"])) <= {0.0, 1.0}  # soft weights before
+
+
+@pytest.mark.parametrize("mode", ["soft", None, 1])
+def test_setting_an_unknown_monotonic_mode_is_an_error(mode):
+    layer = BahdanauMonotonicAttention(units=4)
+    with pytest.raises(ValueError, match=r"argument `mode`\. Expected one of"):
+        layer.mode = mode
+    assert layer.mode == "parallel"
+
+
 # ------------------------------------------------------------------- TFLite
 
 
