@@ -22,7 +22,7 @@ and a 20,000-word input (Multi30k training sentences, concatenated; about
 - the SavedModel's `serving_default` (greedy), text in: it truncates
   (`truncated` says so);
 - `Seq2SeqGenerator.greedy`, and `.beam` with width 4 (what
-  `translate_en_fr.py translate` runs by default), ids in: they refuse a
+  the `translate` command runs by default), ids in: they refuse a
   source past 512 tokens (`translate` refuses it before decoding).
 
 Each (path, input) runs in a fresh process: it loads the model, decodes a short
@@ -360,9 +360,9 @@ def report(cases, results, notes, load):
         *lines,
         "",
         f"Target: TFLite under {TFLITE_TARGET_MB} MB extra on any input: {met} "
-        f"(largest {max(lite, default=float('nan')):.1f} MB). `translate_en_fr.py "
-        "translate` refuses the 20,000-word input as `Seq2SeqGenerator` does, naming "
-        "the line, before decoding.",
+        f"(largest {max(lite, default=float('nan')):.1f} MB). "
+        "`python -m keras_attention.translation translate` refuses the 20,000-word "
+        "input as `Seq2SeqGenerator` does, naming the line, before decoding.",
         "",
         *_footer(),
     ]

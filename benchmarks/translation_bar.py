@@ -1,7 +1,7 @@
 """The translation bar: BLEU of the trained translators against LIUM-CVC at WMT17.
 
 Reads what the `train`, `evaluate` and `explain` commands of
-examples/translate_en_fr.py wrote into their run folders (config.json,
+`python -m keras_attention.translation` wrote into their run folders (config.json,
 history.csv, eval/results.json, explain.json), prints the tables and writes them
 to the "Translation quality" section of docs/benchmarks.md. It measures nothing
 itself: every number comes from those files.
@@ -10,11 +10,11 @@ itself: every number comes from those files.
 
 The runs themselves (about an hour of training each on a 2-core CPU):
 
-    python examples/translate_en_fr.py --data-dir DATA train --attention bahdanau \\
+    python -m keras_attention.translation --data-dir DATA train --attention bahdanau \\
         --run-dir runs/bahdanau --max-minutes 55
-    python examples/translate_en_fr.py --data-dir DATA evaluate --run-dir runs/bahdanau
-    python examples/translate_en_fr.py --data-dir DATA explain --run-dir runs/bahdanau
-    python examples/translate_en_fr.py --data-dir DATA evaluate --run-dir runs/bahdanau \
+    python -m keras_attention.translation --data-dir DATA evaluate --run-dir runs/bahdanau
+    python -m keras_attention.translation --data-dir DATA explain --run-dir runs/bahdanau
+    python -m keras_attention.translation --data-dir DATA evaluate --run-dir runs/bahdanau \
         --methods greedy --splits test_2016_flickr --baseline-run-dir runs/none \
         --heatmaps 1 --out-dir runs/bahdanau/eval_vs_none
 """
