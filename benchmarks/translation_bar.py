@@ -192,11 +192,17 @@ def build_report(run, baseline=None):
         curves = json.loads(both.read_text()).get("test_2016_flickr/bleu_by_length", curves)
     if curves:
         names = list(curves)
+        # The docs' plot is of the run against the baseline; a run alone
+        # has its own plot in its folder.
+        plotted = both.exists()
+        where = (
+            "plot: `docs/img/bleu_by_length.png`, written by `evaluate --baseline-run-dir`"
+            if plotted
+            else "the run's plot: `eval/bleu_by_length.test_2016_flickr.png` in its folder"
+        )
         lines += [
             "",
-            "BLEU (lc, tok) by source length on test_2016_flickr, greedy "
-            "(plot: `docs/img/bleu_by_length.png`, written by `evaluate "
-            "--baseline-run-dir`):",
+            f"BLEU (lc, tok) by source length on test_2016_flickr, greedy ({where}):",
             "",
             "| English words | sentences | " + " | ".join(names) + " |",
             "|---|---|" + "---|" * len(names),
@@ -204,7 +210,8 @@ def build_report(run, baseline=None):
         for i, (low, high, n, _) in enumerate(curves[names[0]]):
             cells = " | ".join(str(curves[k][i][3]) for k in names)
             lines.append(f"| {low}-{high} | {n} | {cells} |")
-        lines += ["", "![BLEU by source length, test_2016_flickr](img/bleu_by_length.png)"]
+        if plotted:
+            lines += ["", "![BLEU by source length, test_2016_flickr](img/bleu_by_length.png)"]
     if explain:
         lines += [
             "",

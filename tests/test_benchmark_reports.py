@@ -236,3 +236,25 @@ def test_recipe_cost_ratios_are_to_plain_cross_entropy_in_the_same_run():
     assert f"| {names[0]} | 2,000,000 | 0.200 | 1.00× | 2.00, 3.00, 2.00 | 1.00× |" in report
     assert f"| {names[1]} | 2,000,000 | 0.300 | 1.50× | 3.00, 3.00, 3.00 | 2.00× |" in report
     assert f"| {names[-1]} | 1,500,000 | 0.200 | 1.00× |" in report
+
+
+def test_docs_plot_is_embedded_only_for_a_run_compared_with_the_baseline(
+    translation_bar, tmp_path
+):
+    run = _run_folder(tmp_path / "att", "bahdanau", [2.0], {"test_2016_flickr": 59.0})
+    curves = {"bahdanau attention": [[1, 8, 174, 65.4], [9, 80, 826, 58.1]]}
+    results = json.loads((run / "eval" / "results.json").read_text())
+    results["test_2016_flickr/bleu_by_length"] = curves
+    (run / "eval" / "results.json").write_text(json.dumps(results))
+    alone = translation_bar.build_report(run)
+    assert "| 1-8 | 174 | 65.4 |" in alone
+    assert "img/bleu_by_length.png" not in alone  # the docs' plot is of another comparison
+    assert "eval/bleu_by_length.test_2016_flickr.png" in alone
+    both = dict(curves, **{"no attention": [[1, 8, 174, 35.0], [9, 80, 826, 20.0]]})
+    (run / "eval_vs_none").mkdir()
+    (run / "eval_vs_none" / "results.json").write_text(
+        json.dumps({"test_2016_flickr/bleu_by_length": both})
+    )
+    compared = translation_bar.build_report(run)
+    assert "| 1-8 | 174 | 65.4 | 35.0 |" in compared
+    assert "![BLEU by source length, test_2016_flickr](img/bleu_by_length.png)" in compared
