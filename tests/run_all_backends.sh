@@ -8,10 +8,11 @@
 # - at the same time, on PyTorch then on JAX, the modules below: the layers,
 #   the decoders, saving and generation, whose float64 references do not
 #   depend on the backend (tests marked `tensorflow` skip there). JAX runs
-#   all but the three listed in JAX_SKIPS: called eagerly, each decoder or
-#   layer loop is compiled again at every call, and those three (property
-#   tests over many shapes, every cell kind) would take about 15 minutes
-#   more there. They run on TensorFlow and PyTorch.
+#   all but the three listed in JAX_SKIPS, and of those three the tests in
+#   JAX_SELECTED: called eagerly, each decoder or layer loop is compiled
+#   again at every call, and the rest of those modules (property tests over
+#   many shapes, every cell kind against every check) would take about 15
+#   minutes more there. They run on TensorFlow and PyTorch.
 #
 # The TensorFlow run uses about one core (most of its time is Python, not
 # kernels), so the other backends run beside it, on the second core of a
@@ -43,6 +44,22 @@ JAX_SKIPS=(
     tests/test_alignment_attention.py
     tests/test_decoder_cells.py
 )
+# ...of which JAX still runs these: the float64 references of the alignment
+# layers, their monotonic laws and saving; any cell against the fused path
+# and teacher forcing, compiled with XLA, saved.
+JAX_SELECTED=(
+    tests/test_alignment_attention.py::test_sequence_matches_reference
+    tests/test_alignment_attention.py::test_single_step_from_previous_state_matches_reference
+    tests/test_alignment_attention.py::test_monotonic_alignment_function_matches_reference
+    tests/test_alignment_attention.py::test_parallel_layer_equals_recursive_layer_in_float32
+    tests/test_alignment_attention.py::test_hard_mode_weights_never_move_backwards
+    tests/test_alignment_attention.py::test_keras_file_round_trip_after_clear_session
+    tests/test_decoder_cells.py::test_fused_fast_path_equals_the_generic_cell_path
+    tests/test_decoder_cells.py::test_step_by_step_decoding_equals_teacher_forced_call
+    tests/test_decoder_cells.py::test_the_last_layer_of_a_stack_queries_the_attention
+    tests/test_decoder_cells.py::test_model_with_a_cell_fits_compiled_with_xla
+    tests/test_decoder_cells.py::test_keras_file_round_trip_gives_identical_outputs
+)
 
 logs=$(mktemp -d)
 (
@@ -54,8 +71,9 @@ logs=$(mktemp -d)
             for module in "${EVERY_BACKEND[@]}"; do
                 case " ${JAX_SKIPS[*]} " in *" $module "*) ;; *) modules+=("$module") ;; esac
             done
+            modules+=("${JAX_SELECTED[@]}")
         fi
-        echo "${#modules[@]}" >"$logs/$backend.modules"
+        echo "${#modules[@]}" >"$logs/$backend.modules"  # modules or tests
         KERAS_BACKEND=$backend python -m pytest -q -p no:cacheprovider "${modules[@]}" \
             >"$logs/$backend.txt" 2>&1
         echo $? >"$logs/$backend.status"
@@ -73,7 +91,7 @@ wait "$others"
 for backend in torch jax; do
     code=$(cat "$logs/$backend.status")
     echo
-    echo "== KERAS_BACKEND=$backend: $(cat "$logs/$backend.modules") modules, $(cat "$logs/$backend.seconds") s"
+    echo "== KERAS_BACKEND=$backend: $(cat "$logs/$backend.modules") modules or tests, $(cat "$logs/$backend.seconds") s"
     if [ "$code" -eq 0 ]; then
         tail -n 1 "$logs/$backend.txt"
     else
