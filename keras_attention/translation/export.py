@@ -7,14 +7,9 @@ writes
     OUT_DIR/
       export.json                     what was exported, from which run, with what settings
       saved_model/1/                  TensorFlow Serving layout (model name / version)
-      tflite/
-        translator_float32.tflite     builtin ops only (no Flex, no custom ops)
-        translator_float16.tflite     float16 weights
-        translator_int8.tflite        dynamic-range int8 weights
-        source_vocab.txt              one WordPiece token per line, id = line number
-        target_vocab.txt
-        translator.json               reserved ids, normalization, lowercasing,
-                                      signatures and decoder-state names
+      tflite/                         what `translation.lite.export_tflite` writes:
+                                      the float32, float16 and int8 models, the two
+                                      vocabularies and translator.json
 
 The SavedModel is text in, text out (`serving_default`: greedy, `beam`): a
 batch of English sentences in, French ones out, tokenizers inside the graph.
