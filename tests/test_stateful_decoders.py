@@ -627,6 +627,32 @@ def test_a_model_trained_soft_decodes_hard_after_setting_the_mode():
     assert not set(np.unique(before["attention"])) <= {0.0, 1.0}  # soft weights before
 
 
+@pytest.mark.parametrize("kind", [BahdanauDecoder, LuongDecoder])
+def test_hard_monotonic_decoding_never_reads_past_the_chosen_position(kind):
+    # docs/layers.md: in hard mode each step depends on the memory only up to
+    # the position it chooses, so decoding can stream over a growing source.
+    rng = np.random.default_rng(21)
+    y = rng.normal(size=(2, 5, 3)).astype("float32")  # (B, T_dec, d_emb)
+    memory = rng.normal(size=(2, 12, 6)).astype("float32")  # (B, T_enc, d_h)
+    decoder = kind(6, BahdanauMonotonicAttention(4, score_bias_init=-0.5, mode="hard"))
+    decoder(y, memory)
+    randomize(decoder, rng)
+    outputs, weights, _ = decoder(y, memory)
+    weights = np.asarray(weights)
+    assert set(np.unique(weights)) <= {0.0, 1.0}
+    last = weights.argmax(-1).max(axis=1)  # (B,) the furthest position read
+    assert np.all(last < 11), "the check needs positions that were never chosen"
+    changed = memory.copy()
+    for row, position in enumerate(last):
+        changed[row, position + 1 :] = rng.normal(size=changed[row, position + 1 :].shape)
+    outputs_changed, weights_changed, _ = decoder(y, changed)
+    np.testing.assert_array_equal(np.asarray(weights_changed), weights)
+    np.testing.assert_allclose(outputs_changed, outputs, rtol=1e-6, atol=1e-6)
+    # ...while a change at a chosen position does move the output.
+    changed[0, weights[0].argmax(-1)[0]] += 1.0
+    assert not np.allclose(decoder(y, changed)[0], outputs, atol=1e-4)
+
+
 @pytest.mark.parametrize("mode", ["soft", None, 1])
 def test_setting_an_unknown_monotonic_mode_is_an_error(mode):
     layer = BahdanauMonotonicAttention(units=4)
