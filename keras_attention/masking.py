@@ -117,18 +117,19 @@ def masked_softmax(scores, mask=None, axis=-1):
     fill = ops.convert_to_tensor(large_negative(work_dtype), dtype=work_dtype)
     zero = ops.zeros((), dtype=work_dtype)
     x = ops.where(keep, x, fill)
+    # After the fill, only a kept score can be NaN (NaN != NaN).
+    nan = ops.not_equal(x, x)
     # A row with +inf scores: inf - inf would be NaN inside the softmax. Its
     # limit is equal shares among the +inf positions, which scores of 0 there
     # and the fill elsewhere give exactly (a NaN elsewhere is kept, and shows).
     top = ops.equal(x, float("inf"))
     top_row = ops.any(top, axis=axis, keepdims=True)
-    rest = ops.where(ops.not_equal(x, x), x, fill)
-    x = ops.where(top_row, ops.where(top, zero, rest), x)
+    x = ops.where(top_row, ops.where(top, zero, ops.where(nan, x, fill)), x)
     weights = ops.softmax(x, axis=axis)
     # A NaN among the kept scores makes its row NaN whatever the softmax
     # kernel does with it: TensorFlow's CPU kernel returns NaN at that
-    # position only, and 0 elsewhere, on some CPUs. NaN != NaN.
-    nan_row = ops.any(ops.logical_and(keep, ops.not_equal(x, x)), axis=axis, keepdims=True)
+    # position only, and 0 elsewhere, on some CPUs.
+    nan_row = ops.any(nan, axis=axis, keepdims=True)
     weights = ops.where(nan_row, ops.convert_to_tensor(float("nan"), dtype=work_dtype), weights)
     # A row without a kept position was filled uniformly; `where` zeroes it
     # and keeps the gradient of those positions at exactly 0 (no 0 * inf).
