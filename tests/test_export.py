@@ -27,6 +27,7 @@ from keras_attention.translation import load_multi30k
 from keras_attention.translation.lite import TFLITE_CONFIG_FILE
 from keras_attention.translation.lite import VARIANTS
 from keras_attention.translation.lite import tflite_filename
+from keras_attention.translation.lite import tflite_files
 from keras_attention.translation.model import build_translator
 from keras_attention.translation.translator import CONFIG_FILE
 from keras_attention.translation.translator import MODEL_FILE
@@ -164,6 +165,8 @@ def test_export_writes_the_documented_files(exported, translator):
     folder = out / export.TFLITE_DIR
     for variant in VARIANTS:
         assert (folder / f"translator_{variant}.tflite").stat().st_size > 0
+    # what --help lists is what is written, no more, no less
+    assert sorted(p.name for p in folder.iterdir()) == sorted(tflite_files())
     assert json.loads((out / export.MANIFEST_FILE).read_text()) == manifest
     config = json.loads((folder / TFLITE_CONFIG_FILE).read_text())
     assert config["reserved_tokens"] == ["[PAD]", "[UNK]", "[START]", "[END]"]
@@ -478,6 +481,8 @@ def test_cli_help_describes_the_files(capsys):
     assert info.value.code == 0
     text = capsys.readouterr().out
     assert text.startswith("usage: python -m keras_attention.translation.export")
+    for name in tflite_files():
+        assert f"\n  {name} " in text, name
     assert "translator_int8.tflite" in text
 
 

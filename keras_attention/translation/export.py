@@ -7,9 +7,8 @@ writes
     OUT_DIR/
       export.json                     what was exported, from which run, with what settings
       saved_model/1/                  TensorFlow Serving layout (model name / version)
-      tflite/                         what `translation.lite.export_tflite` writes:
-                                      the float32, float16 and int8 models, the two
-                                      vocabularies and translator.json
+      tflite/                         what `translation.lite.export_tflite` writes
+                                      (listed at the end of --help)
 
 The SavedModel is text in, text out (`serving_default`: greedy, `beam`): a
 batch of English sentences in, French ones out, tokenizers inside the graph.
@@ -48,6 +47,7 @@ from keras_attention.translation.lite import VARIANTS
 from keras_attention.translation.lite import check_variants
 from keras_attention.translation.lite import export_tflite
 from keras_attention.translation.lite import tflite_filename
+from keras_attention.translation.lite import tflite_files
 from keras_attention.translation.serving import SIGNATURES
 from keras_attention.translation.serving import ServingTranslator
 from keras_attention.translation.serving import export_saved_model
@@ -151,6 +151,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m keras_attention.translation.export",
         description=__doc__,
+        epilog="OUT_DIR/tflite/ holds:\n\n"
+        + "".join(f"  {name:<28}{note}\n" for name, note in tflite_files().items()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(

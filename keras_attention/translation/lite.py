@@ -60,6 +60,24 @@ def tflite_filename(variant):
     return f"translator_{variant}.tflite"
 
 
+_VARIANT_NOTES = {
+    "float32": "builtin ops only (no Flex, no custom ops)",
+    "float16": "float16 weights",
+    "int8": "dynamic-range int8 weights",
+}
+
+
+def tflite_files(variants=VARIANTS):
+    """The files `export_tflite(..., variants)` writes: {name: what it holds}."""
+    files = {tflite_filename(v): _VARIANT_NOTES[v] for v in check_variants(variants)}
+    files[SOURCE_VOCAB_FILE] = "one WordPiece token per line, id = line number"
+    files[TARGET_VOCAB_FILE] = "the same for the target language"
+    files[TFLITE_CONFIG_FILE] = (
+        "reserved ids, normalization, lowercasing, signatures and decoder-state names"
+    )
+    return files
+
+
 def check_variants(variants):
     """`variants` as a tuple; `ValueError` unless it is a subset of `VARIANTS`."""
     variants = tuple(variants)
