@@ -4,20 +4,23 @@
 #   bash tests/run_all_backends.sh python -m pytest -q [PYTEST_OPTIONS...]
 #
 # - the whole suite on TensorFlow, with the pytest command given (default
-#   `python -m pytest -q`);
+#   `python -m pytest -q`), but for the modules in SECOND_CORE_TENSORFLOW;
 # - at the same time, on PyTorch then on JAX, the modules below: the layers,
 #   the decoders, saving and generation, whose float64 references do not
 #   depend on the backend (tests marked `tensorflow` skip there). JAX runs
 #   all but the three listed in JAX_SKIPS, and of those three the tests in
 #   JAX_SELECTED: called eagerly, each decoder or layer loop is compiled
 #   again at every call, and the rest of those modules (property tests over
-#   many shapes, every cell kind against every check) would take about 15
-#   minutes more there. They run on TensorFlow and PyTorch.
+#   many shapes, every cell kind against every check) took about 15 minutes
+#   more there before the compilation cache below. They run on TensorFlow and PyTorch;
+# - then, still beside the first run, SECOND_CORE_TENSORFLOW on TensorFlow
+#   with `python -m pytest -q`: a module that trains in its own processes,
+#   moved so that the two runs take about the same time.
 #
 # The TensorFlow run uses about one core (most of its time is Python, not
-# kernels), so the other backends run beside it, on the second core of a
-# 2-core machine. Their output is printed after the TensorFlow run's. The
-# exit status is 0 only when every run passed.
+# kernels), so the other runs go beside it, on the second core of a 2-core
+# machine. Their output is printed after the TensorFlow run's. The exit
+# status is 0 only when every run passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}
@@ -61,11 +64,21 @@ JAX_SELECTED=(
     tests/test_decoder_cells.py::test_keras_file_round_trip_gives_identical_outputs
 )
 
+# ~160 s: nine training processes, each killed inside a write.
+SECOND_CORE_TENSORFLOW=(
+    tests/test_kill_resume.py
+)
+ignored=()
+for module in "${SECOND_CORE_TENSORFLOW[@]}"; do ignored+=("--ignore=$module"); done
+
 logs=$(mktemp -d)
 (
-    for backend in torch jax; do
+    for backend in torch jax tensorflow; do
         started=$SECONDS
         modules=("${EVERY_BACKEND[@]}")
+        if [ "$backend" = tensorflow ]; then
+            modules=("${SECOND_CORE_TENSORFLOW[@]}")
+        fi
         if [ "$backend" = jax ]; then
             modules=()
             for module in "${EVERY_BACKEND[@]}"; do
@@ -74,7 +87,12 @@ logs=$(mktemp -d)
             modules+=("${JAX_SELECTED[@]}")
         fi
         echo "${#modules[@]}" >"$logs/$backend.modules"  # modules or tests
-        KERAS_BACKEND=$backend python -m pytest -q -p no:cacheprovider "${modules[@]}" \
+        # JAX compiles the same loop again at every eager call; its persistent
+        # cache, fresh for this run, turns the repeats into lookups.
+        JAX_COMPILATION_CACHE_DIR=$logs/jax_cache \
+            JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
+            JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0 \
+            KERAS_BACKEND=$backend python -m pytest -q -p no:cacheprovider "${modules[@]}" \
             >"$logs/$backend.txt" 2>&1
         echo $? >"$logs/$backend.status"
         echo $((SECONDS - started)) >"$logs/$backend.seconds"
@@ -82,16 +100,21 @@ logs=$(mktemp -d)
 ) &
 others=$!
 
-echo "== KERAS_BACKEND=tensorflow: the whole suite (PyTorch and JAX run beside it)"
+echo "== KERAS_BACKEND=tensorflow: the whole suite but ${SECOND_CORE_TENSORFLOW[*]}" \
+    "(PyTorch, JAX and that run beside it)"
 if [ "$#" -eq 0 ]; then set -- python -m pytest -q; fi
-KERAS_BACKEND=tensorflow "$@"
+KERAS_BACKEND=tensorflow "$@" "${ignored[@]}"
 status=$?
 wait "$others"
 
-for backend in torch jax; do
+for backend in torch jax tensorflow; do
     code=$(cat "$logs/$backend.status")
     echo
-    echo "== KERAS_BACKEND=$backend: $(cat "$logs/$backend.modules") modules or tests, $(cat "$logs/$backend.seconds") s"
+    if [ "$backend" = tensorflow ]; then
+        echo "== KERAS_BACKEND=tensorflow: ${SECOND_CORE_TENSORFLOW[*]}, $(cat "$logs/$backend.seconds") s"
+    else
+        echo "== KERAS_BACKEND=$backend: $(cat "$logs/$backend.modules") modules or tests, $(cat "$logs/$backend.seconds") s"
+    fi
     if [ "$code" -eq 0 ]; then
         tail -n 1 "$logs/$backend.txt"
     else
