@@ -12,7 +12,8 @@
 #   JAX_SELECTED: called eagerly, each decoder or layer loop is compiled
 #   again at every call, and the rest of those modules (property tests over
 #   many shapes, every cell kind against every check) took about 15 minutes
-#   more there before the compilation cache below. They run on TensorFlow and PyTorch;
+#   more there before the compilation cache below. They run on TensorFlow
+#   and PyTorch;
 # - then, still beside the first run, SECOND_CORE_TENSORFLOW on TensorFlow
 #   with `python -m pytest -q`: a module that trains in its own processes,
 #   moved so that the two runs take about the same time.
@@ -64,7 +65,7 @@ JAX_SELECTED=(
     tests/test_decoder_cells.py::test_keras_file_round_trip_gives_identical_outputs
 )
 
-# ~160 s: nine training processes, each killed inside a write.
+# About 150 s: nine training processes, each killed inside a write.
 SECOND_CORE_TENSORFLOW=(
     tests/test_kill_resume.py
 )
@@ -75,17 +76,17 @@ logs=$(mktemp -d)
 (
     for backend in torch jax tensorflow; do
         started=$SECONDS
-        modules=("${EVERY_BACKEND[@]}")
-        if [ "$backend" = tensorflow ]; then
-            modules=("${SECOND_CORE_TENSORFLOW[@]}")
-        fi
-        if [ "$backend" = jax ]; then
-            modules=()
-            for module in "${EVERY_BACKEND[@]}"; do
-                case " ${JAX_SKIPS[*]} " in *" $module "*) ;; *) modules+=("$module") ;; esac
-            done
-            modules+=("${JAX_SELECTED[@]}")
-        fi
+        case "$backend" in
+            torch) modules=("${EVERY_BACKEND[@]}") ;;
+            jax)
+                modules=()
+                for module in "${EVERY_BACKEND[@]}"; do
+                    case " ${JAX_SKIPS[*]} " in *" $module "*) ;; *) modules+=("$module") ;; esac
+                done
+                modules+=("${JAX_SELECTED[@]}")
+                ;;
+            tensorflow) modules=("${SECOND_CORE_TENSORFLOW[@]}") ;;
+        esac
         echo "${#modules[@]}" >"$logs/$backend.modules"  # modules or tests
         # JAX compiles the same loop again at every eager call; its persistent
         # cache, fresh for this run, turns the repeats into lookups.

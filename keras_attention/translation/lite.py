@@ -1,14 +1,8 @@
 """The translator's TFLite models and what an app needs around them.
 
-`export_tflite` writes, in one folder:
-
-    translator_float32.tflite     builtin ops only (no Flex, no custom ops)
-    translator_float16.tflite     float16 weights
-    translator_int8.tflite        dynamic-range int8 weights
-    source_vocab.txt              one WordPiece token per line, id = line number
-    target_vocab.txt
-    translator.json               reserved ids, normalization, lowercasing,
-                                  signatures and decoder-state names
+`export_tflite` writes, in one folder, the files `tflite_files()` lists: a
+model per variant (`translator_float32.tflite`, `_float16`, `_int8`), the two
+vocabularies and `translator.json`.
 
 The models hold ids in, ids out, in TFLite builtin ops only, with static
 batch 1 and a dynamic source length:
@@ -42,7 +36,12 @@ from keras_attention.export import tflite as generic_tflite
 from keras_attention.translation.tokenizer import RESERVED_TOKENS
 from keras_attention.translation.tokenizer import SUFFIX_INDICATOR
 
-VARIANTS = ("float32", "float16", "int8")
+_VARIANT_NOTES = {
+    "float32": "builtin ops only (no Flex, no custom ops)",
+    "float16": "float16 weights",
+    "int8": "dynamic-range int8 weights",
+}
+VARIANTS = tuple(_VARIANT_NOTES)
 TFLITE_CONFIG_FILE = "translator.json"
 SOURCE_VOCAB_FILE = "source_vocab.txt"
 TARGET_VOCAB_FILE = "target_vocab.txt"
@@ -58,13 +57,6 @@ PRE_TOKENIZATION = (
 def tflite_filename(variant):
     """`translator_{variant}.tflite`."""
     return f"translator_{variant}.tflite"
-
-
-_VARIANT_NOTES = {
-    "float32": "builtin ops only (no Flex, no custom ops)",
-    "float16": "float16 weights",
-    "int8": "dynamic-range int8 weights",
-}
 
 
 def tflite_files(variants=VARIANTS):
