@@ -24,7 +24,7 @@ import keras
 import tensorflow as tf
 
 from keras_attention.export.operators import non_builtin_operators
-from keras_attention.seq2seq_generator import _at_least_one_position
+from keras_attention.generation.seq2seq_generator import _at_least_one_position
 from keras_attention.validation import check_positive_int
 
 QUANTIZATIONS = (None, "float16", "int8")
@@ -40,8 +40,9 @@ def _check_quantization(quantization):
         )
 
 
-def source_signature(generator, source_spec=None, name="source"):
-    """The `tf.TensorSpec` of the exported source: batch 1, dynamic length.
+def source_signature(generator, source_spec=None, name="source", source_length=None):
+    """The `tf.TensorSpec` of the exported source: batch 1, dynamic length, or
+    `source_length` positions.
 
     Args:
         generator: a `Seq2SeqGenerator`.
@@ -49,7 +50,18 @@ def source_signature(generator, source_spec=None, name="source"):
             for token ids or `((None, 40), "float32")` for 40 features per
             frame; taken from the model when the generator came from
             `from_model`.
+        name: the input's name in the signatures.
+        source_length: None (any length), or a static length N, at most
+            `generator.max_source_length`, for runtimes that refuse a dynamic
+            dimension (LiteRT.js): the app pads every source to N.
     """
+    check_positive_int("source_length", source_length, allow_none=True)
+    if source_length is not None and source_length > generator.max_source_length:
+        raise ValueError(
+            "Invalid value for argument `source_length`. Expected at most "
+            f"max_source_length={generator.max_source_length}. "
+            f"Received: source_length={source_length}"
+        )
     spec = source_spec or generator.source_spec
     if spec is None:
         raise ValueError(
@@ -64,8 +76,19 @@ def source_signature(generator, source_spec=None, name="source"):
             "Invalid value for argument `source_spec`. Expected the shape of one "
             f"source without the batch, (S,) or (S, F). Received: {spec!r}"
         )
-    shape[0] = None  # any source length
+    shape[0] = source_length  # None: any source length
     return tf.TensorSpec([1, *shape], tf.as_dtype(dtype), name=name)
+
+
+def real_length(source):
+    """The positions up to the last one that is not padding (id 0, or a frame
+    of zeros), a scalar int32: the length S of the source before the app
+    padded it. (1, N) or (1, N, F) -> ()."""
+    present = tf.not_equal(source, tf.zeros_like(source))  # (1, N[, F])
+    if present.shape.rank == 3:
+        present = tf.reduce_any(present, axis=-1)  # (1, N)
+    positions = tf.range(1, tf.shape(source)[1] + 1)[tf.newaxis]  # (1, N)
+    return tf.reduce_max(tf.where(present, positions, 0))
 
 
 class LiteGenerator(tf.Module):
@@ -81,6 +104,11 @@ class LiteGenerator(tf.Module):
         source_spec: see `source_signature`.
         names: rename signatures, e.g. `{"generate": "translate"}`, and the
             source input (`{"source": "source_ids"}`).
+        source_length: see `source_signature`. With a static length N the
+            default bound counts the real positions S (up to the last one that
+            is not padding), min(2·S + 10, generator.max_output_length), not N,
+            so a padded source decodes as the unpadded one does; the attention
+            output has N columns, zero on the padding.
 
     Sources longer than `generator.max_source_length` are truncated to it
     inside the model (a TFLite model cannot raise); the app should check the
@@ -99,6 +127,7 @@ class LiteGenerator(tf.Module):
         coverage_penalty=0.0,
         source_spec=None,
         names=None,
+        source_length=None,
     ):
         super().__init__(name="lite_generator")
         names = dict(names or {})
@@ -113,26 +142,34 @@ class LiteGenerator(tf.Module):
         self.names = {n: names.get(n, n) for n in ("generate", "encode", "decode_step")}
         self.names["generate_beam"] = names.get("generate_beam", "generate_beam")
         self.source_name = names.get("source", "source")
-        spec = source_signature(generator, source_spec, self.source_name)
+        spec = source_signature(generator, source_spec, self.source_name, source_length)
         self.source_spec = spec
+        self.source_length = source_length
         limit = generator.max_source_length
 
         def bounded(source):
             return source[:, :limit]  # (1, min(S, max_source_length), ...)
 
+        def bound(source):
+            # A padded static source: the default bound counts its real
+            # positions, as Keras counts the unpadded source's.
+            if max_length is None and source_length is not None:
+                return generator.resolve_max_length(real_length(source), None)
+            return max_length
+
         def generate(source):
-            result = generator.greedy_graph(
-                bounded(source), max_length=max_length, empty_columns=False
-            )
+            source = bounded(source)
+            result = generator.greedy_graph(source, max_length=bound(source), empty_columns=False)
             return {k: result[k] for k in GENERATE_OUTPUTS}
 
         def generate_beam(source):
+            source = bounded(source)
             result = generator.beam_graph(
-                bounded(source),
+                source,
                 beam_width=beam_width,
                 length_penalty=length_penalty,
                 coverage_penalty=coverage_penalty,
-                max_length=max_length,
+                max_length=bound(source),
                 empty_columns=False,
             )
             return {k: result[k] for k in (*GENERATE_OUTPUTS, "scores")}
@@ -213,6 +250,16 @@ class LiteGenerator(tf.Module):
                 f"min(2 * source_length + 10, {g.max_output_length})"
                 if self.max_length is None
                 else None
+            ),
+            "source_length": self.source_length,
+            "source_length_rule": (
+                None
+                if self.source_length is None
+                else (
+                    f"pad every source with pad_id to {self.source_length} positions; "
+                    "source_length in max_length_rule counts the positions up to the "
+                    "last one that is not padding"
+                )
             ),
             "token_ids": "source ids must be in [0, vocabulary); the model does not check",
             "signatures": signatures,
@@ -325,11 +372,12 @@ def export_tflite(
     length_penalty=0.6,
     coverage_penalty=0.0,
     source_spec=None,
+    source_length=None,
 ):
     """Writes a builtin-ops-only TFLite model of a generator, and its manifest.
 
-    The model has static batch 1 and a dynamic source length, and the
-    signatures
+    The model has static batch 1 and a dynamic source length (or, with
+    `source_length`, a static one), and the signatures
 
     - `generate(source)` → `tokens` (1, L) int32, `lengths` (1,), `log_probs`
       (1,), `attention` (1, L, S): greedy search inside the model (a `WHILE`);
@@ -354,6 +402,10 @@ def export_tflite(
         coverage_penalty: `generate_beam`'s GNMT coverage penalty.
         source_spec: see `source_signature` (needed for a generator built
             with the explicit constructor).
+        source_length: None (dynamic), or a static source length N for
+            runtimes that refuse a dynamic dimension (LiteRT.js): the app pads
+            each source with id 0 to N; the default output bound counts the
+            real tokens (see `LiteGenerator`).
 
     Returns:
         The manifest dict.
@@ -370,6 +422,7 @@ def export_tflite(
         length_penalty=length_penalty,
         coverage_penalty=coverage_penalty,
         source_spec=source_spec,
+        source_length=source_length,
     )
     data = convert(lite, quantization)
     path = Path(path)
