@@ -1,21 +1,21 @@
 """Serializable Bahdanau and Luong attention for Keras 3."""
 
-from keras_attention.bahdanau_attention import BahdanauAttention
-from keras_attention.bahdanau_decoder import BahdanauDecoder
-from keras_attention.bahdanau_monotonic_attention import BahdanauMonotonicAttention
-from keras_attention.base_alignment_attention import BaseAlignmentAttention
-from keras_attention.base_attention import BaseAttention
-from keras_attention.base_decoder import BaseDecoder
-from keras_attention.base_monotonic_attention import BaseMonotonicAttention
-from keras_attention.location_sensitive_attention import LocationSensitiveAttention
-from keras_attention.luong_attention import LuongAttention
-from keras_attention.luong_decoder import LuongDecoder
-from keras_attention.luong_monotonic_attention import LuongMonotonicAttention
-from keras_attention.masked_softmax import MaskedSoftmax
+from keras_attention.attention.bahdanau_attention import BahdanauAttention
+from keras_attention.attention.bahdanau_monotonic_attention import BahdanauMonotonicAttention
+from keras_attention.attention.base_alignment_attention import BaseAlignmentAttention
+from keras_attention.attention.base_attention import BaseAttention
+from keras_attention.attention.base_monotonic_attention import BaseMonotonicAttention
+from keras_attention.attention.location_sensitive_attention import LocationSensitiveAttention
+from keras_attention.attention.luong_attention import LuongAttention
+from keras_attention.attention.luong_monotonic_attention import LuongMonotonicAttention
+from keras_attention.attention.masked_softmax import MaskedSoftmax
+from keras_attention.attention.monotonic_alignment import monotonic_alignment
+from keras_attention.attention.overridden_attention import OverriddenAttention
+from keras_attention.decoders.bahdanau_decoder import BahdanauDecoder
+from keras_attention.decoders.base_decoder import BaseDecoder
+from keras_attention.decoders.luong_decoder import LuongDecoder
+from keras_attention.generation.seq2seq_generator import Seq2SeqGenerator
 from keras_attention.masking import masked_softmax
-from keras_attention.monotonic_alignment import monotonic_alignment
-from keras_attention.overridden_attention import OverriddenAttention
-from keras_attention.seq2seq_generator import Seq2SeqGenerator
 
 __version__ = "0.1.0"
 
@@ -23,7 +23,7 @@ __version__ = "0.1.0"
 def __getattr__(name):
     # `keras_attention.export` needs TensorFlow: imported on first use, so that
     # importing the layers does not import it.
-    if name in ("export", "decoding"):
+    if name in ("export", "generation"):
         import importlib
 
         return importlib.import_module(f"keras_attention.{name}")

@@ -36,7 +36,7 @@ from keras_attention import BahdanauAttention
 from keras_attention import BahdanauDecoder
 from keras_attention import LuongDecoder
 from keras_attention import OverriddenAttention
-from keras_attention.overridden_attention import overridden_decoder
+from keras_attention.decoders.overridden_decoder import overridden_decoder
 
 BATCH = 2
 T_DEC = 4  # target steps, != T_ENC

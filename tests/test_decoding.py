@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attention.decoding import beam_search
-from keras_attention.decoding import greedy_search
-from keras_attention.decoding.beam_search import COVERAGE_FLOOR
+from keras_attention.generation import beam_search
+from keras_attention.generation import greedy_search
+from keras_attention.generation.beam_search import COVERAGE_FLOOR
 
 PAD, START, END = 0, 1, 2
 

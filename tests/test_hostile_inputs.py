@@ -29,7 +29,7 @@ from keras_attention import LuongDecoder
 from keras_attention import MaskedSoftmax
 from keras_attention import OverriddenAttention
 from keras_attention import masked_softmax
-from keras_attention.base_attention import BaseAttention
+from keras_attention.attention.base_attention import BaseAttention
 
 POISONS = {"nan": np.nan, "inf": np.inf, "-inf": -np.inf}
 
@@ -380,7 +380,9 @@ def test_base_attention_used_directly_names_the_layers_to_use():
 
 def test_base_attention_config_names_the_layers_to_use():
     config = keras.saving.serialize_keras_object(make_layer("luong_dot"))
-    config = dict(config, class_name="BaseAttention", module="keras_attention.base_attention")
+    config = dict(
+        config, class_name="BaseAttention", module="keras_attention.attention.base_attention"
+    )
     config["registered_name"] = "keras_attention>BaseAttention"
     config["config"] = {k: config["config"][k] for k in ("name", "num_heads", "dropout", "seed")}
     with pytest.raises(TypeError, match="BahdanauAttention or LuongAttention"):

@@ -28,8 +28,8 @@ import tensorflow as tf
 from _scripts import load_script
 from ai_edge_litert.interpreter import Interpreter
 
-from keras_attention.seq2seq_generator import DEFAULT_MAX_OUTPUT_LENGTH
-from keras_attention.seq2seq_generator import DEFAULT_MAX_SOURCE_LENGTH
+from keras_attention.generation.seq2seq_generator import DEFAULT_MAX_OUTPUT_LENGTH
+from keras_attention.generation.seq2seq_generator import DEFAULT_MAX_SOURCE_LENGTH
 from keras_attention.translation import SubwordTokenizer
 from keras_attention.translation import cli
 from keras_attention.translation import commands

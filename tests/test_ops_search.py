@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attention.decoding import ops_search
+from keras_attention.generation import ops_search
 
 VOCAB, SOURCE, UNITS, END = 9, 5, 6, 2
 
@@ -85,7 +85,7 @@ def test_ops_greedy_equals_a_float64_numpy_greedy(case):
 def test_ops_beam_equals_the_tensorflow_beam(case, width, alpha, beta):
     if keras.backend.backend() != "tensorflow":
         pytest.skip("the TensorFlow search is the reference; it runs on TensorFlow only")
-    from keras_attention.decoding import beam_search
+    from keras_attention.generation import beam_search
 
     weights, h0, mask = case
     args = (_step_fn(weights), {"h": h0}, np.ones(3, "int32"), END, 7, SOURCE)

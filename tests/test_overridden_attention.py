@@ -25,7 +25,7 @@ from keras_attention import LuongAttention
 from keras_attention import LuongDecoder
 from keras_attention import OverriddenAttention
 from keras_attention import Seq2SeqGenerator
-from keras_attention.overridden_attention import overridden_decoder
+from keras_attention.decoders.overridden_decoder import overridden_decoder
 
 VARIANTS = ("bahdanau", "luong_general")  # single-head variants of `reference.VARIANTS`
 MODES = ("uniform", "permute")

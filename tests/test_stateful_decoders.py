@@ -46,7 +46,7 @@ from keras_attention import LuongDecoder
 from keras_attention import LuongMonotonicAttention
 from keras_attention import OverriddenAttention
 from keras_attention import Seq2SeqGenerator
-from keras_attention.overridden_attention import overridden_decoder
+from keras_attention.decoders.overridden_decoder import overridden_decoder
 
 BATCH = 2
 T_DEC = 5  # != T_ENC

@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_attention.overridden_attention import overridden_decoder
+from keras_attention.decoders.overridden_decoder import overridden_decoder
 from keras_attention.translation import averaging
 from keras_attention.translation import evaluation
 from keras_attention.translation import runs

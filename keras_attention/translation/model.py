@@ -19,10 +19,10 @@ starts from s_0, the whole source squeezed into one vector).
 
 import keras
 
-from keras_attention.bahdanau_attention import BahdanauAttention
-from keras_attention.bahdanau_decoder import BahdanauDecoder
-from keras_attention.luong_attention import LuongAttention
-from keras_attention.luong_decoder import LuongDecoder
+from keras_attention.attention.bahdanau_attention import BahdanauAttention
+from keras_attention.attention.luong_attention import LuongAttention
+from keras_attention.decoders.bahdanau_decoder import BahdanauDecoder
+from keras_attention.decoders.luong_decoder import LuongDecoder
 from keras_attention.translation.tied_embedding import TiedEmbedding
 from keras_attention.validation import check_positive_int
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from keras_attention.base_decoder import BaseDecoder
-from keras_attention.seq2seq_generator import Seq2SeqGenerator
+from keras_attention.decoders.base_decoder import BaseDecoder
+from keras_attention.generation.seq2seq_generator import Seq2SeqGenerator
 from keras_attention.translation import runs
 from keras_attention.translation.runs import CONFIG_FILE  # noqa: F401
 from keras_attention.translation.runs import MODEL_FILE

@@ -26,7 +26,9 @@ def attention(kind):
             score_mode="general", num_heads=2, use_scale=True
         ),
         "luong_concat": lambda: ka.LuongAttention(score_mode="concat", units=8),
-        "location": lambda: ka.LocationSensitiveAttention(8, filters=4, kernel_size=3, cumulative=True),
+        "location": lambda: ka.LocationSensitiveAttention(
+            8, filters=4, kernel_size=3, cumulative=True
+        ),
         "bahdanau_monotonic": lambda: ka.BahdanauMonotonicAttention(8, score_bias_init=-1.0),
         "luong_monotonic": lambda: ka.LuongMonotonicAttention(score_bias_init=-1.0),
     }[kind]()

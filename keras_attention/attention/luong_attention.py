@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from keras_attention.additive_score import additive_score
-from keras_attention.base_attention import BaseAttention
+from keras_attention.attention.additive_score import additive_score
+from keras_attention.attention.base_attention import BaseAttention
 from keras_attention.masking import project
 from keras_attention.masking import shape_str
 from keras_attention.validation import check_positive_int

@@ -12,9 +12,9 @@ give the same results.
 import keras
 from keras import ops
 
-from keras_attention.decoding.beam_search import COVERAGE_FLOOR
-from keras_attention.decoding.beam_search import _check_beam_width
-from keras_attention.decoding.beam_search import _is_python_zero
+from keras_attention.generation.beam_search import COVERAGE_FLOOR
+from keras_attention.generation.beam_search import _check_beam_width
+from keras_attention.generation.beam_search import _is_python_zero
 
 _NEG_INF = float("-inf")
 
@@ -40,7 +40,7 @@ def greedy_search(
     source_length,
     source_mask=None,
 ):
-    """`keras.ops` version of `keras_attention.decoding.greedy_search`."""
+    """`keras.ops` version of `keras_attention.generation.greedy_search`."""
     start_tokens = ops.cast(ops.convert_to_tensor(start_tokens), "int32")
     batch_size = ops.shape(start_tokens)[0]
     positions = ops.arange(max_length, dtype="int32")
@@ -102,7 +102,7 @@ def beam_search(
     coverage_penalty=0.0,
     source_mask=None,
 ):
-    """`keras.ops` version of `keras_attention.decoding.beam_search`."""
+    """`keras.ops` version of `keras_attention.generation.beam_search`."""
     beam_width = _check_beam_width(beam_width)
     use_length_penalty = not _is_python_zero(length_penalty)
     use_coverage_penalty = not _is_python_zero(coverage_penalty)

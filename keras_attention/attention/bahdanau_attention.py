@@ -5,9 +5,9 @@ import math
 import keras
 from keras import ops
 
-from keras_attention.additive_score import additive_score
-from keras_attention.additive_score import normalized_score_vector
-from keras_attention.base_attention import BaseAttention
+from keras_attention.attention.additive_score import additive_score
+from keras_attention.attention.additive_score import normalized_score_vector
+from keras_attention.attention.base_attention import BaseAttention
 from keras_attention.masking import project
 from keras_attention.validation import check_positive_int
 

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attention.base_monotonic_attention import BaseMonotonicAttention
+from keras_attention.attention.base_monotonic_attention import BaseMonotonicAttention
 from keras_attention.masking import project
 from keras_attention.masking import shape_error as _arg_error
 from keras_attention.validation import check_positive_int

@@ -19,7 +19,7 @@ import numbers
 
 import keras
 
-from keras_attention.decoding.greedy_search import _write_step
+from keras_attention.generation.greedy_search import _write_step
 from keras_attention.validation import check_positive_int
 
 # Floor under the coverage in the coverage penalty: a source position that
@@ -100,7 +100,7 @@ def beam_search(
           in decreasing order.
     """
     if keras.backend.backend() != "tensorflow":
-        from keras_attention.decoding import ops_search
+        from keras_attention.generation import ops_search
 
         return ops_search.beam_search(
             step_fn,

@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from keras_attention.additive_score import additive_score
-from keras_attention.base_alignment_attention import BaseAlignmentAttention
+from keras_attention.attention.additive_score import additive_score
+from keras_attention.attention.base_alignment_attention import BaseAlignmentAttention
 from keras_attention.masking import masked_softmax
 from keras_attention.masking import project
 from keras_attention.validation import check_positive_int

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attention.base_decoder import BaseDecoder
+from keras_attention.decoders.base_decoder import BaseDecoder
 from keras_attention.loops import scan
 
 

@@ -9,7 +9,7 @@ three pieces of the user's functional graph around the one decoder:
     token  ─► target embedding ─► y_{t-1} ─────────┴► decoder.step ─► readout ─► logits
 
 and runs them, with the model's own layers and weights, around the decoder's
-single `step`. The search loops are those of `keras_attention.decoding`.
+single `step`. The search loops are those of `keras_attention.generation`.
 """
 
 import numbers
@@ -18,7 +18,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_attention.base_decoder import BaseDecoder
+from keras_attention.decoders.base_decoder import BaseDecoder
 from keras_attention.validation import check_positive_int
 
 # A source longer than this is refused (see `max_source_length`).
@@ -328,7 +328,7 @@ class Seq2SeqGenerator:
         The encoder, target embedding, readout and bounds are this one's; the
         compiled searches are not shared, so none keeps the old decoder. For
         an ablation, e.g. with
-        `keras_attention.overridden_attention.overridden_decoder`.
+        `keras_attention.attention.overridden_attention.overridden_decoder`.
 
         Args:
             decoder: a built decoder with the same inputs and output sizes.
@@ -483,7 +483,7 @@ class Seq2SeqGenerator:
         `empty_columns=False` keeps one (zero) attention column for an empty
         source instead of none: a TFLite model cannot return an empty tensor.
         """
-        from keras_attention.decoding import greedy_search
+        from keras_attention.generation import greedy_search
 
         length = ops.shape(source)[1]
         state, mask = self.encode(_at_least_one_position(source))
@@ -513,7 +513,7 @@ class Seq2SeqGenerator:
         empty_columns=True,
     ):
         """Beam search as traced code; see `beam` and `greedy_graph`."""
-        from keras_attention.decoding import beam_search
+        from keras_attention.generation import beam_search
 
         length = ops.shape(source)[1]
         state, mask = self.encode(_at_least_one_position(source))

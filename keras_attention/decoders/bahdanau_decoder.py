@@ -8,7 +8,7 @@ attention queried with the first one's output.
 import keras
 from keras import ops
 
-from keras_attention.base_decoder import BaseDecoder
+from keras_attention.decoders.base_decoder import BaseDecoder
 from keras_attention.loops import scan
 
 

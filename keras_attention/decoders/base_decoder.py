@@ -25,8 +25,8 @@ import dataclasses
 import keras
 from keras import ops
 
-from keras_attention.base_alignment_attention import BaseAlignmentAttention
-from keras_attention.base_attention import BaseAttention
+from keras_attention.attention.base_alignment_attention import BaseAlignmentAttention
+from keras_attention.attention.base_attention import BaseAttention
 from keras_attention.masking import dims_compatible as _same
 from keras_attention.masking import shape_error as _shape_error
 from keras_attention.masking import shape_str

@@ -3,10 +3,10 @@
 import keras
 from keras import ops
 
-from keras_attention.base_alignment_attention import BaseAlignmentAttention
-from keras_attention.monotonic_alignment import MONOTONIC_MODES
-from keras_attention.monotonic_alignment import exclusive_cumsum
-from keras_attention.monotonic_alignment import monotonic_alignment
+from keras_attention.attention.base_alignment_attention import BaseAlignmentAttention
+from keras_attention.attention.monotonic_alignment import MONOTONIC_MODES
+from keras_attention.attention.monotonic_alignment import exclusive_cumsum
+from keras_attention.attention.monotonic_alignment import monotonic_alignment
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -32,7 +32,7 @@ class BaseMonotonicAttention(BaseAlignmentAttention):
             before the sigmoid, in training only. Defaults to 0.
         score_bias_init: initial value of the scalar bias r. Defaults to 0.
         mode: "parallel", "recursive" or "hard" (see
-            `keras_attention.monotonic_alignment`). Defaults to "parallel".
+            `keras_attention.attention.monotonic_alignment`). Defaults to "parallel".
             It may be set again on a trained layer: train soft, then set
             `layer.mode = "hard"` for hard decisions at inference (streaming)
             before a generator or export traces the decoder; functions
@@ -72,7 +72,7 @@ class BaseMonotonicAttention(BaseAlignmentAttention):
 
     @property
     def mode(self):
-        """"parallel", "recursive" or "hard"; see the class docstring."""
+        """ "parallel", "recursive" or "hard"; see the class docstring."""
         return self._mode
 
     @mode.setter

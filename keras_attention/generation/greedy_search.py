@@ -58,7 +58,7 @@ def greedy_search(
     stops as soon as every sequence has emitted END.
     """
     if keras.backend.backend() != "tensorflow":
-        from keras_attention.decoding import ops_search
+        from keras_attention.generation import ops_search
 
         return ops_search.greedy_search(
             step_fn, initial_state, start_tokens, end_token, max_length, source_length, source_mask

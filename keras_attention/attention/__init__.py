@@ -1,0 +1,1 @@
+"""The attention layers: the contract every mechanism fills (`BaseAttention`) and the mechanisms."""
