@@ -135,3 +135,81 @@ def test_source_length_must_be_a_positive_int(generator, bad):
 def test_source_length_above_max_source_length_is_refused(generator):
     with pytest.raises(ValueError, match="max_source_length=512"):
         source_signature(generator, source_length=513)
+
+
+# ------------------------------------------------------ the translator's export
+
+
+@pytest.fixture(scope="module")
+def translator_export(tmp_path_factory):
+    """A translator run folder (random weights, vocabularies from 500 training
+    pairs) exported as the browser page wants it: static length, beam."""
+    from _data_paths import multi30k_dir
+
+    from keras_attention.translation import SubwordTokenizer
+    from keras_attention.translation import load_multi30k
+    from keras_attention.translation.export import export_run
+    from keras_attention.translation.model import build_translator
+    from keras_attention.translation.translator import CONFIG_FILE
+    from keras_attention.translation.translator import MODEL_FILE
+    from keras_attention.translation.translator import SOURCE_VOCAB
+    from keras_attention.translation.translator import TARGET_VOCAB
+    from keras_attention.translation.translator import load_run
+
+    folder = multi30k_dir()
+    if not (folder / "train.en.gz").exists():
+        pytest.fail(f"Multi30k is not in {folder} (see tests/_data_paths.py)")
+    train = load_multi30k("train", folder)["train"]
+    keras.utils.set_random_seed(0)
+    run = tmp_path_factory.mktemp("run") / "bahdanau"
+    run.mkdir()
+    source = SubwordTokenizer.build(train.en[:500], vocab_size=300, lower_case=True)
+    target = SubwordTokenizer.build(train.fr[:500], vocab_size=300, lower_case=True)
+    model = build_translator(
+        source.vocab_size, target.vocab_size, embedding_dim=8, units=16, dropout=0.0, seed=0
+    )
+    model.save(run / MODEL_FILE)
+    source.save(run / SOURCE_VOCAB)
+    target.save(run / TARGET_VOCAB)
+    (run / CONFIG_FILE).write_text(json.dumps({"attention": "bahdanau"}))
+    out = tmp_path_factory.mktemp("export")
+    manifest = export_run(
+        run, out, variants=("float32",), saved_model=False, source_length=N, tflite_beam=True
+    )
+    translator, _ = load_run(run)
+    return out / "tflite", manifest, translator, train.en[500:505]
+
+
+def test_translator_export_has_the_static_length_and_a_beam_signature(translator_export):
+    folder, manifest, _, _ = translator_export
+    assert manifest["source_length"] == N and manifest["tflite_beam"] is True
+    config = json.loads((folder / "translator.json").read_text())
+    assert config["source_length"] == N
+    assert config["signatures"]["translate_beam"]["search"] == "beam"
+    assert config["signatures"]["translate_beam"]["beam_width"] == 4
+    runner = Interpreter(model_path=str(folder / "translator_float32.tflite"))
+    shape = runner.get_signature_runner("translate").get_input_details()["source_ids"]["shape"]
+    assert list(shape) == [1, N]
+
+
+def test_translator_export_translates_padded_ids_as_keras(translator_export):
+    folder, _, translator, sentences = translator_export
+    interpreter = Interpreter(model_path=str(folder / "translator_float32.tflite"))
+    greedy = interpreter.get_signature_runner("translate")
+    beam = interpreter.get_signature_runner("translate_beam")
+    generator = translator.generator
+    for sentence in sentences:
+        ids = translator.source_tokenizer.tokenize([sentence]).to_list()[0][:N]
+        source = np.array([ids], np.int32)
+        lite = greedy(source_ids=_padded(source))
+        np.testing.assert_array_equal(lite["tokens"], generator.greedy(source)["tokens"])
+        lite = beam(source_ids=_padded(source))
+        expected = generator.beam(source, beam_width=4, length_penalty=0.6)["tokens"]
+        np.testing.assert_array_equal(lite["tokens"], expected)
+
+
+def test_export_cli_takes_a_source_length(tmp_path, capsys):
+    from keras_attention.translation import export as translation_export
+
+    assert translation_export.main(["run", str(tmp_path), "--source-length", "0"]) == 2
+    assert "source_length" in capsys.readouterr().err

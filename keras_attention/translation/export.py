@@ -85,6 +85,8 @@ def export_run(
     length_penalty=0.6,
     saved_model=True,
     version=1,
+    source_length=None,
+    tflite_beam=False,
 ):
     """Exports a training run's model as a SavedModel and TFLite variants.
 
@@ -101,6 +103,11 @@ def export_run(
         length_penalty: its GNMT length penalty.
         saved_model: bool, write the SavedModel.
         version: int, the SavedModel's version folder (TensorFlow Serving).
+        source_length: None, or a static source length N for the TFLite
+            models (the app pads with id 0 to N; LiteRT.js needs it). The
+            SavedModel keeps a dynamic length.
+        tflite_beam: bool, add `translate_beam` (beam search with
+            `beam_width` and `length_penalty`) to the TFLite models.
 
     Returns:
         The manifest dict, also written to `out_dir/export.json`.
@@ -113,6 +120,7 @@ def export_run(
     variants = check_variants(variants)
     check_positive_int("max_length", max_length, allow_none=True)
     check_positive_int("beam_width", beam_width)
+    check_positive_int("source_length", source_length, allow_none=True)
     translator, config = load_run(run_dir)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -124,6 +132,8 @@ def export_run(
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
         "max_length": max_length,
+        "source_length": source_length,
+        "tflite_beam": tflite_beam,
     }
     if saved_model:
         path = out_dir / SAVED_MODEL_DIR / str(version)
@@ -138,7 +148,16 @@ def export_run(
         }
     if variants:
         folder = out_dir / TFLITE_DIR
-        paths = export_tflite(translator, folder, variants, max_length, config.get("attention"))
+        paths = export_tflite(
+            translator,
+            folder,
+            variants,
+            max_length,
+            config.get("attention"),
+            source_length,
+            beam_width if tflite_beam else None,
+            length_penalty,
+        )
         manifest["tflite"] = {
             v: {"path": str(p.relative_to(out_dir)), "bytes": p.stat().st_size}
             for v, p in paths.items()
@@ -169,6 +188,17 @@ def parse_args(argv=None):
         type=int,
         help="most output tokens, END included (default: 2 * source length + 10)",
     )
+    parser.add_argument(
+        "--source-length",
+        type=int,
+        help="a static source length for the TFLite models, sources padded to it "
+        "(LiteRT.js in the browser needs one; default: dynamic)",
+    )
+    parser.add_argument(
+        "--tflite-beam",
+        action="store_true",
+        help="add `translate_beam` (--beam-width, --length-penalty) to the TFLite models",
+    )
     parser.add_argument("--beam-width", type=int, default=4, help="SavedModel `beam`")
     parser.add_argument("--length-penalty", type=float, default=0.6, help="SavedModel `beam`")
     parser.add_argument("--no-saved-model", action="store_true", help="TFLite only")
@@ -189,6 +219,8 @@ def main(argv=None):
             length_penalty=args.length_penalty,
             saved_model=not args.no_saved_model,
             version=args.version,
+            source_length=args.source_length,
+            tflite_beam=args.tflite_beam,
         )
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)

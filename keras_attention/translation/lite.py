@@ -5,13 +5,17 @@ model per variant (`translator_float32.tflite`, `_float16`, `_int8`), the two
 vocabularies and `translator.json`.
 
 The models hold ids in, ids out, in TFLite builtin ops only, with static
-batch 1 and a dynamic source length:
+batch 1 and a dynamic source length (or, with `source_length=N`, a static one
+that the app pads to with id 0, for runtimes such as LiteRT.js that refuse a
+dynamic dimension):
 
 - `translate(source_ids (1, S) int32)` → `tokens` (1, L), `lengths` (1,),
   `log_probs` (1,), `attention` (1, L, S): the greedy loop runs inside the model
   (a `WHILE`). A source longer than `max_source_length` is truncated to it
   (the app should refuse it first: a model cannot raise); S = 0 gives an empty
   output. Ids must be in [0, source vocab_size): the model does not check.
+- with `beam_width`, `translate_beam(source_ids)`: the same outputs and
+  `scores`, beam search with its GNMT length penalty inside the model.
 - `encode(source_ids)` → the decoder's first state (named tensors, listed in
   `translator.json`); the source mask is derived from the ids (0 = padding).
 - `decode_step(token (1,), **state)` → `logits` (1, V), `attention` (1, S) and
@@ -81,7 +85,9 @@ def check_variants(variants):
     return variants
 
 
-def lite_translator(translator, max_length=None):
+def lite_translator(
+    translator, max_length=None, source_length=None, beam_width=None, length_penalty=0.6
+):
     """The TFLite functions of a `Translator`: a `LiteGenerator` of its
     generator, with the signature `translate` (greedy) and the input
     `source_ids`.
@@ -90,11 +96,23 @@ def lite_translator(translator, max_length=None):
         translator: a `Translator`.
         max_length: int or None (min(2 * S + 10, the generator's cap)), the
             most output tokens of `translate`.
+        source_length: None (a dynamic source length) or N, a static one:
+            sources padded with id 0 to N; S above counts the real tokens.
+        beam_width: None, or add the signature `translate_beam` with this
+            many hypotheses.
+        length_penalty: `translate_beam`'s GNMT length penalty.
     """
     return generic_tflite.LiteGenerator(
         translator.generator,
         max_length=max_length,
-        names={"generate": "translate", "source": "source_ids"},
+        beam_width=beam_width,
+        length_penalty=length_penalty,
+        names={
+            "generate": "translate",
+            "generate_beam": "translate_beam",
+            "source": "source_ids",
+        },
+        source_length=source_length,
     )
 
 
@@ -156,7 +174,16 @@ def _tokenizer_config(tokenizer, vocab_file):
     }
 
 
-def export_tflite(translator, folder, variants=VARIANTS, max_length=None, attention=None):
+def export_tflite(
+    translator,
+    folder,
+    variants=VARIANTS,
+    max_length=None,
+    attention=None,
+    source_length=None,
+    beam_width=None,
+    length_penalty=0.6,
+):
     """Writes the TFLite variants, the vocabularies and `translator.json`.
 
     Every file is written whole or not at all (a temporary file renamed over
@@ -168,6 +195,9 @@ def export_tflite(translator, folder, variants=VARIANTS, max_length=None, attent
         variants: a subset of `VARIANTS`.
         max_length: see `lite_translator`.
         attention: the run's attention name, recorded in `translator.json`.
+        source_length: see `lite_translator`; recorded in `translator.json`.
+        beam_width: see `lite_translator` (None: no `translate_beam`).
+        length_penalty: see `lite_translator`.
 
     Returns:
         dict: variant → path of its `.tflite` file.
@@ -178,7 +208,7 @@ def export_tflite(translator, folder, variants=VARIANTS, max_length=None, attent
     """
     variants = check_variants(variants)
     folder = Path(folder)
-    lite = lite_translator(translator, max_length)
+    lite = lite_translator(translator, max_length, source_length, beam_width, length_penalty)
     paths = {}
     for variant in variants:
         paths[variant] = folder / tflite_filename(variant)
