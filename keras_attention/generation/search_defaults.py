@@ -1,0 +1,86 @@
+"""The search's defaults and bounds, in one place.
+
+Every entry point reads them here: `Seq2SeqGenerator.greedy` / `beam`, the
+SavedModel (`export_saved_model`), the TFLite model (`export_tflite`) and its
+runner `LiteGenerator`, the translator and its command line. A beam exported
+to TFLite therefore ranks its hypotheses as the generator's `beam` does when
+both are called with their defaults.
+
+- `BEAM_WIDTH`, `LENGTH_PENALTY`, `COVERAGE_PENALTY`: the beam search of
+  Wu et al. 2016 (GNMT), score = log P / lp(Y) + cp(X; Y) with
+  lp(Y) = ((5 + |Y|) / 6)^alpha (alpha = `LENGTH_PENALTY`) and
+  cp = beta · Σ_j log(min(Σ_t a_tj, 1)) (beta = `COVERAGE_PENALTY`). GNMT
+  found alpha in [0.6, 0.7] best; beta = 0 leaves coverage out, since it
+  helps only models whose attention sums to about one per source token.
+- `MAX_SOURCE_LENGTH`: the longest source accepted, in tokens.
+- The output bound when none is given, `default_max_length(S)`:
+  min(2·S + 10, `MAX_OUTPUT_LENGTH`) tokens, END included. A translation is
+  rarely more than twice its source; the 10 covers short sources.
+  `MAX_OUTPUT_LENGTH` = 2 · `MAX_SOURCE_LENGTH` + 10 is also the largest
+  `max_length` a caller may ask for.
+- `MAX_BEAM_WIDTH`: the widest beam accepted. Memory grows as
+  batch × beam × output length × source length (the attention history kept
+  for every hypothesis), and quality stops improving long before 64 (GNMT
+  and later work use 4 to 12). The target vocabulary is the natural cap as
+  well: the first step can only open `vocabulary_size` distinct hypotheses,
+  so a wider beam only repeats dead ones.
+- `MAX_BATCH`: the most sources in one SavedModel request. With the longest
+  sources and outputs, one request of 64 × beam 4 keeps about 0.5 GB of
+  attention history; a larger batch is refused with a message (split it).
+"""
+
+import numbers
+
+from keras import ops
+
+BEAM_WIDTH = 4
+LENGTH_PENALTY = 0.6
+COVERAGE_PENALTY = 0.0
+
+MAX_SOURCE_LENGTH = 512
+MAX_OUTPUT_LENGTH = 2 * MAX_SOURCE_LENGTH + 10
+
+MAX_BEAM_WIDTH = 64
+MAX_BATCH = 64
+
+
+def default_max_length(source_length, cap=MAX_OUTPUT_LENGTH):
+    """The output bound when none is given: min(2·S + 10, cap), S the source length.
+
+    `source_length` may be a Python int or a scalar tensor (a dynamic length).
+    """
+    if isinstance(source_length, numbers.Integral):
+        return min(2 * int(source_length) + 10, cap)
+    return ops.minimum(2 * source_length + 10, cap)
+
+
+def check_beam_width(beam_width, vocabulary_size=None, name="beam_width"):
+    """Raises `ValueError` unless `beam_width` is an integer in [1, bound].
+
+    The bound is `MAX_BEAM_WIDTH`, or the target vocabulary size when that is
+    smaller (see the module docstring).
+
+    Args:
+        beam_width: the value received.
+        vocabulary_size: the target vocabulary size, or None when unknown.
+        name: the argument's name, as the message prints it.
+
+    Returns:
+        `beam_width` as a Python int.
+    """
+    bound = MAX_BEAM_WIDTH
+    if vocabulary_size is not None:
+        bound = min(bound, int(vocabulary_size))
+    if (
+        isinstance(beam_width, bool)
+        or not isinstance(beam_width, numbers.Integral)
+        or not 1 <= beam_width <= bound
+    ):
+        vocabulary = ""
+        if vocabulary_size is not None:
+            vocabulary = f", target vocabulary size {vocabulary_size}"
+        raise ValueError(
+            f"Invalid value for argument `{name}`. Expected an integer from 1 to {bound} "
+            f"(MAX_BEAM_WIDTH = {MAX_BEAM_WIDTH}{vocabulary}). Received: {name}={beam_width!r}"
+        )
+    return int(beam_width)
