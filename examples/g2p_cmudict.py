@@ -1,0 +1,951 @@
+"""Grapheme-to-phoneme on CMUdict: spelling in, ARPAbet phones out.
+
+"KERAS" → `K EH R AH S`: the front end of every text-to-speech voice and the
+way a speech recogniser's lexicon learns a new word. This script builds a
+character-to-phone attention encoder-decoder from the package's public layers
+(a bidirectional LSTM encoder, `BahdanauDecoder` with location-sensitive
+attention by default), trains it with `model.fit` on the standard CMUdict 0.7b
+split (106,794 training words, 11,994 test words), scores it as the G2P
+literature does (WER: words whose phones match none of their references; PER:
+phone edit distance to the closest reference), and exports it to a SavedModel
+and builtin-only TFLite with the greedy and beam searches inside. It uses only
+the public API: the layers, `Seq2SeqGenerator.from_model` and
+`keras_attention.export`.
+
+    python examples/g2p_cmudict.py train --data-dir ../shared/data/cmudict --run-dir runs/g2p
+    python examples/g2p_cmudict.py evaluate --run-dir runs/g2p --plot docs/img/g2p_by_length.png
+    python examples/g2p_cmudict.py pronounce --run-dir runs/g2p keras attention
+    echo Tensorflow | python examples/g2p_cmudict.py pronounce --run-dir runs/g2p
+    python examples/g2p_cmudict.py export --run-dir runs/g2p runs/g2p/export
+
+Time on a 2-core CPU: `train` stops within its time budget (`--max-minutes`,
+60 by default; `--quick` trains a tiny model on 300 words in under a minute)
+and resumes where it stopped when run again after a kill. `evaluate` takes
+about 2 minutes on the 12k test words (greedy and beam width 4); `export` a
+minute. `train` prints Keras' progress bar and each epoch's time, `evaluate`
+a progress bar, then WER and PER (greedy and beam) and a table by word
+length; `pronounce` one line of space-separated phones per word.
+"""
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_attention import BahdanauAttention  # noqa: E402
+from keras_attention import BahdanauDecoder  # noqa: E402
+from keras_attention import BahdanauMonotonicAttention  # noqa: E402
+from keras_attention import LocationSensitiveAttention  # noqa: E402
+from keras_attention import LuongAttention  # noqa: E402
+from keras_attention import LuongDecoder  # noqa: E402
+from keras_attention import Seq2SeqGenerator  # noqa: E402
+
+# The files of ../shared/data/cmudict and their sha256 (see the README there).
+SHA256 = {
+    "cmudict-0.7b.train": "58cba5cd56d28bcb529c85e752123b00c1f748f8163eacbe368ab844d7f8d6a6",
+    "cmudict-0.7b.test": "f216624c0432a201179d22a6ef9fb7ebd25ff65342ac2a0214a0752c6b6d3550",
+    "cmudict-0.7b.train-dev-20-21": (
+        "87bdf008b66f6aacbff4bab82d8212ef1caba4292f787ccce0d75cf5adac5778"
+    ),
+    "cmudict-0.7b.train-dev-1-21": (
+        "a391daa6bd94b786047e678fb2d3000a2a4e24b3e726dae0feddf8cc9f09ed28"
+    ),
+}
+# `--split`: which file trains and which one evaluates. "dev" is for tuning;
+# "test" trains on the whole training file and is reported, never tuned on.
+SPLITS = {
+    "test": ("cmudict-0.7b.train", "cmudict-0.7b.test"),
+    "dev": ("cmudict-0.7b.train-dev-20-21", "cmudict-0.7b.train-dev-1-21"),
+}
+
+# Graphemes: 0 is padding. Phones: 0 padding, 1 START, 2 END.
+PAD, START, END = 0, 1, 2
+PHONE_SPECIALS = ["<pad>", "<s>", "</s>"]
+
+ATTENTIONS = ("bahdanau", "luong-general", "location-sensitive", "monotonic")
+# Word-length buckets of the table and the plot, in letters (inclusive).
+LENGTH_BUCKETS = ((1, 4), (5, 6), (7, 8), (9, 10), (11, 12), (13, 22))
+
+
+# --------------------------------------------------------------------- data
+
+
+def sha256_of(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_cmudict(path, expected_sha256=None):
+    """Reads a CMUdict file: {WORD: [phones, ...]} in file order.
+
+    Each line is `WORD␠␠PH PH PH` (CRLF or LF line endings); a word with
+    several pronunciations has several lines and gets a list of several
+    tuples, in file order, without duplicates.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (the message names it).
+        ValueError: the file's sha256 differs from `expected_sha256`, or a line
+            is malformed; the message names the file (and the line number).
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"CMUdict file not found: {path}")
+    if expected_sha256 is not None:
+        actual = sha256_of(path)
+        if actual != expected_sha256:
+            raise ValueError(
+                f"{path}: sha256 {actual} differs from the expected {expected_sha256}; "
+                "the file is altered or another version (see the README beside it)"
+            )
+    with open(path, "rb") as f:
+        data = f.read()
+    lexicon = {}
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        if not raw and number == data.count(b"\n") + 1:
+            break  # the empty string after the last line ending
+        try:
+            line = raw.decode("ascii")
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"{path}:{number}: not ASCII (byte {error.start}): {raw[:60]!r}"
+            ) from None
+        word, sep, phones = line.partition("  ")
+        phones = phones.split()
+        if not sep or not word or not phones or " " in word or "\t" in line:
+            raise ValueError(
+                f"{path}:{number}: expected 'WORD  PH PH ...' (two spaces after the "
+                f"word, phones separated by one space), got {line[:80]!r}"
+            )
+        pronunciations = lexicon.setdefault(word, [])
+        if tuple(phones) not in pronunciations:
+            pronunciations.append(tuple(phones))
+    return lexicon
+
+
+def read_split(data_dir, name):
+    """One file of the standard split, sha256-checked (see SHA256)."""
+    return read_cmudict(os.path.join(data_dir, name), SHA256[name])
+
+
+class Vocabulary:
+    """Graphemes (A-Z and ') and phones ↔ ids; saved as JSON in the run folder."""
+
+    def __init__(self, graphemes, phones):
+        self.graphemes = list(graphemes)  # id = index; graphemes[0] is padding
+        self.phones = list(phones)  # id = index; phones[:3] are PHONE_SPECIALS
+        self.grapheme_ids = {g: i for i, g in enumerate(self.graphemes) if i > 0}
+        self.phone_ids = {p: i for i, p in enumerate(self.phones) if i >= len(PHONE_SPECIALS)}
+
+    @classmethod
+    def from_lexicon(cls, lexicon):
+        graphemes = sorted({c for word in lexicon for c in word})
+        phones = sorted({p for prons in lexicon.values() for pron in prons for p in pron})
+        return cls(["<pad>"] + graphemes, PHONE_SPECIALS + phones)
+
+    def to_json(self):
+        return {"graphemes": self.graphemes, "phones": self.phones}
+
+    @classmethod
+    def from_json(cls, data):
+        return cls(data["graphemes"], data["phones"])
+
+    def unknown_characters(self, word):
+        return sorted({c for c in word if c not in self.grapheme_ids})
+
+    def encode_word(self, word):
+        """WORD → grapheme ids; ValueError naming the word for an unknown character."""
+        unknown = self.unknown_characters(word)
+        if unknown:
+            raise ValueError(
+                f"The word {word!r} has characters outside the vocabulary: "
+                f"{''.join(unknown)!r} (known: {''.join(self.graphemes[1:])!r})"
+            )
+        return [self.grapheme_ids[c] for c in word]
+
+    def encode_phones(self, phones):
+        return [self.phone_ids[p] for p in phones]
+
+    def decode_phones(self, ids):
+        """Phone ids → phones, up to END (excluded); specials dropped."""
+        phones = []
+        for i in ids:
+            i = int(i)
+            if i == END:
+                break
+            if i >= len(PHONE_SPECIALS):
+                phones.append(self.phones[i])
+        return phones
+
+
+def pad_rows(rows, width=None):
+    width = max(len(r) for r in rows) if width is None else width
+    out = np.zeros((len(rows), width), "int32")
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return out
+
+
+def training_pairs(lexicon, vocab):
+    """Every (word, pronunciation) as (grapheme ids, phone ids): one per line."""
+    pairs = []
+    for word, prons in lexicon.items():
+        source = vocab.encode_word(word)
+        for pron in prons:
+            pairs.append((source, vocab.encode_phones(pron)))
+    return pairs
+
+
+def make_batches(pairs, batch_size, rng):
+    """Batches of pairs of similar length (little padding), in random order.
+
+    Returns a list of `((source, decoder_input), target)` int32 arrays of shape
+    (B, S), (B, T + 1), (B, T + 1): the decoder reads START + phones and
+    predicts phones + END.
+    """
+    noise = rng.uniform(0, 1.5, len(pairs))  # shuffles words of equal length
+    order = np.argsort([len(s) + n for (s, _), n in zip(pairs, noise, strict=True)], kind="stable")
+    batches = []
+    for begin in range(0, len(order), batch_size):
+        chunk = [pairs[i] for i in order[begin : begin + batch_size]]
+        source = pad_rows([s for s, _ in chunk])  # (B, S)
+        target = pad_rows([t + [END] for _, t in chunk])  # (B, T + 1)
+        decoder_input = pad_rows([[START] + t for _, t in chunk], target.shape[1])
+        batches.append(((source, decoder_input), target))
+    rng.shuffle(batches)
+    return batches
+
+
+def as_dataset(pairs, batch_size, seed):
+    """A `tf.data.Dataset` that rebatches and reshuffles the pairs every epoch."""
+    rng = np.random.default_rng(seed)
+    num_batches = math.ceil(len(pairs) / batch_size)
+
+    def generate():
+        yield from make_batches(pairs, batch_size, rng)
+
+    spec = tf.TensorSpec((None, None), tf.int32)
+    dataset = tf.data.Dataset.from_generator(generate, output_signature=((spec, spec), spec))
+    # A known length gives the progress bar its total.
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(num_batches))
+    return dataset.prefetch(2)
+
+
+# ------------------------------------------------------------------- model
+
+
+def make_attention(kind, units, seed):
+    if kind == "bahdanau":  # content only: the score sees the keys, not positions
+        return BahdanauAttention(units)
+    if kind == "luong-general":
+        return LuongAttention("general")
+    if kind == "location-sensitive":  # also sees where it attended so far
+        return LocationSensitiveAttention(units, filters=32, kernel_size=31, cumulative=True)
+    if kind == "monotonic":
+        # Trained on the expected alignment with pre-sigmoid noise that pushes
+        # the choice probabilities toward 0 or 1, and a negative energy offset
+        # r (Raffel et al. 2017), so that hard decoding matches soft.
+        return BahdanauMonotonicAttention(
+            units, sigmoid_noise=1.0, score_bias_init=-1.0, mode="parallel", seed=seed
+        )
+    raise ValueError(
+        f"Invalid value for argument `attention`. Expected one of {ATTENTIONS}. "
+        f"Received: attention={kind!r}"
+    )
+
+
+def build_model(
+    num_graphemes,
+    num_phones,
+    attention="location-sensitive",
+    embedding_dim=64,
+    encoder_units=256,
+    encoder_layers=2,
+    units=256,
+    dropout=0.2,
+    seed=0,
+):
+    """The teacher-forced training model: `(graphemes, phones_in) → logits`.
+
+    graphemes (B, S) and phones_in (B, T) int32, 0-padded; logits (B, T, V).
+    A bidirectional LSTM encoder (`encoder_layers` layers, `encoder_units` per
+    direction) whose final states start an LSTM decoder through a tanh bridge;
+    `LuongDecoder` for "luong-general", `BahdanauDecoder` otherwise.
+    """
+    graphemes = keras.Input((None,), dtype="int32", name="graphemes")
+    phones_in = keras.Input((None,), dtype="int32", name="phones_in")
+    x = keras.layers.Embedding(num_graphemes, embedding_dim, mask_zero=True)(graphemes)
+    x = keras.layers.Dropout(dropout, seed=seed)(x)  # (B, S, E), mask (B, S)
+    for _ in range(encoder_layers - 1):
+        x = keras.layers.Bidirectional(
+            keras.layers.LSTM(encoder_units, return_sequences=True, dropout=0.0)
+        )(x)  # (B, S, 2 · encoder_units)
+    memory, fh, fc, bh, bc = keras.layers.Bidirectional(
+        keras.layers.LSTM(encoder_units, return_sequences=True, return_state=True)
+    )(x)  # memory (B, S, 2 · encoder_units); states (B, encoder_units)
+    h0 = keras.layers.Dense(units, activation="tanh")(keras.layers.Concatenate()([fh, bh]))
+    c0 = keras.layers.Dense(units)(keras.layers.Concatenate()([fc, bc]))  # (B, units)
+    y = keras.layers.Embedding(num_phones, embedding_dim, mask_zero=True)(phones_in)
+    y = keras.layers.Dropout(dropout, seed=seed + 1)(y)  # (B, T, E)
+    layer = make_attention(attention, units, seed)
+    if attention == "luong-general":
+        decoder = LuongDecoder(units, layer, cell_type="lstm")
+    else:
+        decoder = BahdanauDecoder(units, layer, cell_type="lstm")
+    outputs, _, _ = decoder(y, memory, initial_state=[h0, c0])  # (B, T, units)
+    outputs = keras.layers.Dropout(dropout, seed=seed + 2)(outputs)
+    logits = keras.layers.Dense(num_phones)(outputs)  # (B, T, V)
+    return keras.Model([graphemes, phones_in], logits, name="g2p")
+
+
+def attention_layer(model):
+    """The attention layer inside the model's decoder."""
+    for layer in model.layers:
+        if isinstance(layer, (BahdanauDecoder, LuongDecoder)):
+            return layer.attention
+    raise ValueError(f"The model {model.name!r} has no BahdanauDecoder or LuongDecoder")
+
+
+def make_generator(model, monotonic_mode="hard"):
+    """The greedy/beam generator of a trained model.
+
+    Monotonic attention decodes with hard decisions by default (one source
+    position per step, never moving back: the streaming decoder); "soft"
+    decodes with the expected alignment it was trained on.
+    """
+    layer = attention_layer(model)
+    if isinstance(layer, BahdanauMonotonicAttention):
+        layer.mode = {"hard": "hard", "soft": "parallel"}[monotonic_mode]
+    return Seq2SeqGenerator.from_model(model, start_id=START, end_id=END)
+
+
+# ------------------------------------------------------------------ scoring
+
+
+def edit_distance(a, b):
+    """Levenshtein distance between two sequences (insert, delete, substitute 1)."""
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, start=1):
+        current = [i]
+        for j, y in enumerate(b, start=1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        previous = current
+    return previous[-1]
+
+
+def word_scores(predicted, references):
+    """(correct, errors, reference length) of one word.
+
+    correct: the prediction equals one of the references. errors: the edit
+    distance to the closest reference, whose length is returned (the first
+    listed among equally close ones).
+    """
+    predicted = tuple(predicted)
+    distances = [(edit_distance(predicted, tuple(ref)), len(ref)) for ref in references]
+    errors, length = min(distances, key=lambda d: d[0])
+    return int(any(predicted == tuple(ref) for ref in references)), errors, length
+
+
+def score(predictions, lexicon):
+    """WER and PER (%) as published, and the counts behind them.
+
+    predictions: {word: phones}; lexicon: {word: [reference phones, ...]}.
+    WER: share of words whose prediction matches none of their references.
+    PER: the sum over words of the edit distance to the closest reference,
+    over the sum of those references' lengths.
+    """
+    words = correct = errors = length = 0
+    for word, references in lexicon.items():
+        c, e, n = word_scores(predictions[word], references)
+        words += 1
+        correct += c
+        errors += e
+        length += n
+    return {
+        "wer": 100.0 * (words - correct) / words,
+        "per": 100.0 * errors / length,
+        "words": words,
+        "wrong_words": words - correct,
+        "phone_errors": errors,
+        "reference_phones": length,
+    }
+
+
+def scores_by_length(predictions, lexicon, buckets=LENGTH_BUCKETS):
+    """[(bucket, score dict or None)] for words of each length range."""
+    rows = []
+    for low, high in buckets:
+        part = {w: r for w, r in lexicon.items() if low <= len(w) <= high}
+        rows.append(((low, high), score(predictions, part) if part else None))
+    return rows
+
+
+# --------------------------------------------------------------- decoding
+
+
+def pronounce_words(generator, vocab, words, beam_width=None, batch_size=256, progress=False):
+    """{WORD: [phones]} for upper-case words, greedy (beam_width None) or beam."""
+    words = sorted(set(words), key=lambda w: (len(w), w))  # batches of equal length
+    bar = keras.utils.Progbar(len(words)) if progress else None
+    out = {}
+    for begin in range(0, len(words), batch_size):
+        chunk = words[begin : begin + batch_size]
+        source = pad_rows([vocab.encode_word(w) for w in chunk])  # (B, S)
+        if beam_width is None:
+            tokens = generator.greedy(source)["tokens"]
+        else:
+            tokens = generator.beam(source, beam_width=beam_width, length_penalty=0.6)["tokens"]
+        for word, row in zip(chunk, np.asarray(tokens), strict=True):
+            out[word] = vocab.decode_phones(row)
+        if bar is not None:
+            bar.add(len(chunk))
+    return out
+
+
+# ---------------------------------------------------------------- training
+
+
+class TimeBudget(keras.callbacks.Callback):
+    """Cosine learning-rate decay over a time budget, and stopping within it.
+
+    The rate falls from `peak` to `floor` as the training time (summed over
+    resumed runs, kept in `state_path`) goes from 0 to `budget_s`, after a
+    linear warm-up over the first `warmup_steps` steps. Training stops at the
+    end of an epoch when one more epoch, as long as the last, would pass the
+    budget.
+    """
+
+    def __init__(self, budget_s, peak, floor, state_path, warmup_steps=300):
+        super().__init__()
+        self.budget_s = budget_s
+        self.peak = peak
+        self.floor = floor
+        self.state_path = state_path
+        self.warmup_steps = warmup_steps
+        self.state = {"seconds": 0.0, "epochs": []}
+        if os.path.exists(state_path):
+            with open(state_path) as f:
+                self.state = json.load(f)
+
+    def finished(self):
+        """Whether an earlier run already spent the budget."""
+        epochs = self.state["epochs"]
+        return bool(epochs) and self.state["seconds"] + epochs[-1]["seconds"] > self.budget_s
+
+    def on_train_begin(self, logs=None):
+        self._started = time.perf_counter()
+        self._base = self.state["seconds"]
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_started = time.perf_counter()
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if batch % 10:
+            return
+        fraction = min(1.0, self.elapsed_now() / self.budget_s)
+        rate = self.floor + 0.5 * (self.peak - self.floor) * (1 + math.cos(math.pi * fraction))
+        step = int(self.model.optimizer.iterations.numpy())
+        if step < self.warmup_steps:
+            rate *= (step + 1) / self.warmup_steps
+        self.model.optimizer.learning_rate.assign(rate)
+
+    def elapsed_now(self):
+        return self._base + time.perf_counter() - self._started
+
+    def on_epoch_end(self, epoch, logs=None):
+        seconds = time.perf_counter() - self._epoch_started
+        self.state["seconds"] = self.elapsed_now()
+        self.state["epochs"].append(
+            {"epoch": epoch + 1, "seconds": round(seconds, 1), "loss": float(logs["loss"])}
+        )
+        with open(self.state_path, "w") as f:
+            json.dump(self.state, f, indent=1)
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(
+            f"\nepoch {epoch + 1}: {seconds:.0f} s, {self.state['seconds'] / 60:.1f} of "
+            f"{self.budget_s / 60:.0f} minutes, learning rate "
+            f"{float(self.model.optimizer.learning_rate.numpy()):.2e}, load average {load:.2f}"
+        )
+        if self.state["seconds"] + seconds > self.budget_s:
+            self.model.stop_training = True
+
+
+def train(args):
+    """Trains (or resumes) a run in `args.run_dir`; returns the trained model."""
+    train_name, _ = SPLITS[args.split]
+    lexicon = read_split(args.data_dir, train_name)
+    if args.quick:
+        words = sorted(lexicon)[:: max(1, len(lexicon) // 300)][:300]
+        lexicon = {w: lexicon[w] for w in words}
+    os.makedirs(args.run_dir, exist_ok=True)
+    config_path = os.path.join(args.run_dir, "config.json")
+    vocab_path = os.path.join(args.run_dir, "vocab.json")
+    config = {
+        "split": args.split,
+        "train_file": train_name,
+        "attention": args.attention,
+        "embedding_dim": args.embedding_dim,
+        "encoder_units": args.encoder_units,
+        "encoder_layers": args.encoder_layers,
+        "units": args.units,
+        "dropout": args.dropout,
+        "batch_size": args.batch_size,
+        "learning_rate": args.learning_rate,
+        "max_minutes": args.max_minutes,
+        "max_epochs": args.epochs,
+        "seed": args.seed,
+        "quick": args.quick,
+    }
+    if os.path.exists(config_path):  # resuming: the run keeps its recipe
+        with open(config_path) as f:
+            saved = json.load(f)
+        if saved != config:
+            changed = sorted(k for k in config if saved.get(k) != config[k])
+            raise SystemExit(
+                f"{config_path} holds another recipe (differs in {', '.join(changed)}); "
+                "resume with the same options or choose another --run-dir"
+            )
+        with open(vocab_path) as f:
+            vocab = Vocabulary.from_json(json.load(f))
+    else:
+        vocab = Vocabulary.from_lexicon(lexicon)
+        with open(vocab_path, "w") as f:
+            json.dump(vocab.to_json(), f, indent=1)
+        with open(config_path, "w") as f:
+            json.dump(config, f, indent=1)
+    keras.utils.set_random_seed(args.seed)
+    pairs = training_pairs(lexicon, vocab)
+    print(
+        f"Training on {len(lexicon):,} words ({len(pairs):,} pronunciations) of "
+        f"{train_name}: {len(vocab.graphemes) - 1} graphemes, "
+        f"{len(vocab.phones) - len(PHONE_SPECIALS)} phones, attention {args.attention}"
+    )
+    model = build_model(
+        len(vocab.graphemes),
+        len(vocab.phones),
+        attention=args.attention,
+        embedding_dim=args.embedding_dim,
+        encoder_units=args.encoder_units,
+        encoder_layers=args.encoder_layers,
+        units=args.units,
+        dropout=args.dropout,
+        seed=args.seed,
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=5.0),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    budget = TimeBudget(
+        args.max_minutes * 60,
+        args.learning_rate,
+        args.learning_rate / 30,
+        os.path.join(args.run_dir, "progress.json"),
+        warmup_steps=10 if args.quick else 300,
+    )
+    callbacks = [
+        # Model, optimizer and epoch are saved at every epoch end: after a
+        # kill, the same command continues from the last finished epoch.
+        keras.callbacks.BackupAndRestore(
+            os.path.join(args.run_dir, "backup"), delete_checkpoint=False
+        ),
+        budget,
+        keras.callbacks.CSVLogger(os.path.join(args.run_dir, "log.csv"), append=True),
+        keras.callbacks.ModelCheckpoint(os.path.join(args.run_dir, "model.keras")),
+    ]
+    if budget.finished() or len(budget.state["epochs"]) >= args.epochs:
+        print(f"{args.run_dir} has finished training; nothing to do")
+        return keras.saving.load_model(os.path.join(args.run_dir, "model.keras"))
+    started = time.perf_counter()
+    model.fit(
+        as_dataset(pairs, args.batch_size, args.seed),
+        epochs=args.epochs,
+        callbacks=callbacks,
+        shuffle=False,  # the dataset reshuffles itself
+        verbose=args.verbose,
+    )
+    print(
+        f"Trained {len(budget.state['epochs'])} epochs in {budget.state['seconds'] / 60:.1f} "
+        f"minutes ({(time.perf_counter() - started) / 60:.1f} in this process); "
+        f"saved {os.path.join(args.run_dir, 'model.keras')}"
+    )
+    return model
+
+
+# ---------------------------------------------------------------- run files
+
+
+def load_run(run_dir):
+    """(model, vocabulary, config) of a trained run folder."""
+    paths = [os.path.join(run_dir, n) for n in ("model.keras", "vocab.json", "config.json")]
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        raise SystemExit(
+            f"{run_dir} is not a finished run (missing {', '.join(missing)}); "
+            "train it first (at least one epoch)"
+        )
+    model = keras.saving.load_model(paths[0])
+    with open(paths[1]) as f:
+        vocab = Vocabulary.from_json(json.load(f))
+    with open(paths[2]) as f:
+        config = json.load(f)
+    return model, vocab, config
+
+
+def format_scores(name, result):
+    return (
+        f"{name}: WER {result['wer']:.2f} % ({result['wrong_words']:,} of "
+        f"{result['words']:,} words), PER {result['per']:.2f} % "
+        f"({result['phone_errors']:,} of {result['reference_phones']:,} phones)"
+    )
+
+
+def length_table(by_decoding):
+    """Markdown table: WER / PER by word length, one column per decoding."""
+    names = list(by_decoding)
+    lines = [
+        "| letters | words | " + " | ".join(f"{n} WER / PER" for n in names) + " |",
+        "|---|---:|" + "---:|" * len(names),
+    ]
+    rows = {n: by_decoding[n] for n in names}
+    for i, ((low, high), first) in enumerate(rows[names[0]]):
+        if first is None:
+            continue
+        cells = []
+        for n in names:
+            s = rows[n][i][1]
+            cells.append(f"{s['wer']:.1f} % / {s['per']:.1f} %")
+        lines.append(f"| {low}-{high} | {first['words']:,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def save_length_plot(path, by_decoding, title):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for name, rows in by_decoding.items():
+        labels = [f"{lo}-{hi}" for (lo, hi), s in rows if s is not None]
+        wer = [s["wer"] for _, s in rows if s is not None]
+        ax.plot(labels, wer, marker="o", label=f"{name} WER")
+    ax.set_xlabel("word length (letters)")
+    ax.set_ylabel("word error rate (%)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    if os.path.dirname(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def save_alignment_plot(path, generator, vocab, words, title):
+    """Greedy attention weights of a few words, one panel each."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(words), figsize=(3.2 * len(words), 3.4))
+    for ax, word in zip(np.atleast_1d(axes), words, strict=True):
+        source = np.array([vocab.encode_word(word.upper())], "int32")
+        out = generator.greedy(source)
+        n = int(np.asarray(out["lengths"])[0])
+        phones = vocab.decode_phones(np.asarray(out["tokens"])[0, :n]) + ["</s>"]
+        weights = np.asarray(out["attention"])[0, : len(phones)]  # (T, S)
+        ax.imshow(weights, cmap="Greys", vmin=0, vmax=1, aspect="auto")
+        ax.set_xticks(range(len(word)), list(word.upper()))
+        ax.set_yticks(range(len(phones)), phones, fontsize=8)
+        ax.set_title(word.upper(), fontsize=9)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    if os.path.dirname(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- commands
+
+
+def evaluate(args):
+    model, vocab, config = load_run(args.run_dir)
+    split = args.split or config["split"]
+    name = SPLITS[split][1]
+    lexicon = read_split(args.data_dir, name)
+    if args.limit:
+        lexicon = dict(list(lexicon.items())[: args.limit])
+    generator = make_generator(model, args.monotonic_mode)
+    print(f"Evaluating {args.run_dir} on {name} ({len(lexicon):,} words)")
+    decodings = {"greedy": None}
+    if args.beam_width:
+        decodings[f"beam {args.beam_width}"] = args.beam_width
+    results = {"split": split, "file": name, "words": len(lexicon)}
+    by_length = {}
+    for label, width in decodings.items():
+        tick = time.perf_counter()
+        predictions = pronounce_words(
+            generator, vocab, lexicon, beam_width=width, progress=args.verbose > 0
+        )
+        result = score(predictions, lexicon)
+        result["seconds"] = round(time.perf_counter() - tick, 1)
+        results[label] = result
+        by_length[label] = scores_by_length(predictions, lexicon)
+        results[label]["by_length"] = [
+            {"letters": list(bucket), **s} for bucket, s in by_length[label] if s is not None
+        ]
+        print(format_scores(label, result) + f" in {result['seconds']:.0f} s")
+    print()
+    print(length_table(by_length))
+    if args.plot:
+        save_length_plot(args.plot, by_length, f"CMUdict {split}: WER by word length")
+        print(f"Saved the plot to {args.plot}")
+    if args.alignments:
+        words = [w.strip() for w in args.alignments.split(",") if w.strip()]
+        save_alignment_plot(
+            args.alignment_plot, generator, vocab, words, f"attention: {config['attention']}"
+        )
+        print(f"Saved the alignments to {args.alignment_plot}")
+    out = os.path.join(args.run_dir, f"eval_{split}.json")
+    with open(out, "w") as f:
+        json.dump(results, f, indent=1)
+    return results
+
+
+def read_words(words, stream):
+    """[(where, word)]: the arguments, or one word per line of `stream`."""
+    if words:
+        return [(f"argument {i}", w) for i, w in enumerate(words, start=1)]
+    return [(f"line {i}", line.strip()) for i, line in enumerate(stream, start=1)]
+
+
+def pronounce(args, stream=None, out=None):
+    stream = sys.stdin if stream is None else stream
+    out = sys.stdout if out is None else out
+    entries = read_words(args.words, stream)
+    model, vocab, _ = load_run(args.run_dir)
+    # Every word is checked before any is pronounced: no half-printed output.
+    for where, word in entries:
+        if not word:
+            continue
+        unknown = vocab.unknown_characters(word.upper())
+        if unknown:
+            raise SystemExit(
+                f"pronounce: {where}: the word {word!r} has characters outside the "
+                f"vocabulary: {''.join(unknown)!r} (known: A-Z and ', any case)"
+            )
+        if len(word) > 512:
+            raise SystemExit(
+                f"pronounce: {where}: the word {word[:20]!r}... has {len(word)} letters, "
+                "more than the 512 a source may have"
+            )
+    generator = make_generator(model, args.monotonic_mode)
+    words = [w.upper() for _, w in entries if w]
+    phones = pronounce_words(generator, vocab, words, beam_width=args.beam_width) if words else {}
+    for _, word in entries:
+        out.write((" ".join(phones[word.upper()]) if word else "") + "\n")
+    out.flush()
+
+
+def export_run(args):
+    from keras_attention import export  # needs TensorFlow
+
+    model, vocab, config = load_run(args.run_dir)
+    generator = make_generator(model, args.monotonic_mode)
+    tflite_dir = os.path.join(args.out, "tflite")
+    os.makedirs(tflite_dir, exist_ok=True)
+    manifest = {
+        "task": "grapheme-to-phoneme (CMUdict 0.7b, ARPAbet without stress)",
+        "graphemes": vocab.graphemes,
+        "phones": vocab.phones,
+        "source_vocab_size": len(vocab.graphemes),
+        "target_vocab_size": len(vocab.phones),
+        "pad_id": PAD,
+        "start_id": START,
+        "end_id": END,
+        "input": "upper-case the word, map each character to its index in `graphemes` "
+        "(the model does not check ids: refuse a character that is not there)",
+        "output": "phones[id] for each id up to end_id; ids below 3 are not phones",
+        "attention": config["attention"],
+        "beam_width": args.beam_width,
+        "length_penalty": 0.6,
+        "models": {},
+    }
+    started = time.perf_counter()
+    export.export_saved_model(
+        generator, os.path.join(args.out, "saved_model"), beam_width=args.beam_width
+    )
+    manifest["saved_model"] = "saved_model"
+    for variant in args.variants:
+        path = os.path.join(tflite_dir, f"g2p_{variant}.tflite")
+        written = export.export_tflite(
+            generator,
+            path,
+            quantization=None if variant == "float32" else variant,
+            beam_width=args.beam_width,
+            length_penalty=0.6,
+        )
+        manifest["models"][variant] = os.path.basename(path)
+        manifest["signatures"] = written["signatures"]
+        manifest["max_source_length"] = written.get("max_source_length")
+        manifest["max_output_length"] = written.get("max_output_length")
+        print(f"{variant}: {path} ({os.path.getsize(path) / 1e6:.2f} MB)")
+    with open(os.path.join(tflite_dir, "g2p.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    print(
+        f"Exported {args.run_dir} to {args.out} (SavedModel and TFLite "
+        f"{', '.join(args.variants)}) in {time.perf_counter() - started:.0f} s"
+    )
+    return manifest
+
+
+# --------------------------------------------------------------------- main
+
+
+def positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def positive_float(text):
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def parse_args(argv):
+    formatter = argparse.ArgumentDefaultsHelpFormatter
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=formatter
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    default_data = os.path.join("..", "shared", "data", "cmudict")
+
+    p = commands.add_parser("train", help="train or resume a run", formatter_class=formatter)
+    p.add_argument("--data-dir", default=default_data, help="the CMUdict split's folder")
+    p.add_argument("--run-dir", required=True, help="where the model and its files go")
+    p.add_argument(
+        "--split",
+        choices=sorted(SPLITS),
+        default="test",
+        help="test: train on cmudict-0.7b.train (the final model); dev: train on "
+        "train-dev-20-21 (tuning, evaluated on train-dev-1-21)",
+    )
+    p.add_argument("--attention", choices=ATTENTIONS, default="location-sensitive")
+    p.add_argument("--embedding-dim", type=positive_int, default=64)
+    p.add_argument("--encoder-units", type=positive_int, default=256, help="per direction")
+    p.add_argument("--encoder-layers", type=positive_int, default=2)
+    p.add_argument("--units", type=positive_int, default=256, help="decoder state size")
+    p.add_argument("--dropout", type=float, default=0.2)
+    p.add_argument("--batch-size", type=positive_int, default=128)
+    p.add_argument("--learning-rate", type=positive_float, default=2e-3, help="peak rate")
+    p.add_argument(
+        "--max-minutes",
+        type=positive_float,
+        default=60.0,
+        help="training time budget; the rate decays over it (cosine) and training "
+        "stops before an epoch would pass it",
+    )
+    p.add_argument("--epochs", type=positive_int, default=100, help="at most this many")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--verbose", type=int, default=1, help="Keras' fit verbosity (2: a line)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a tiny run for tests: 300 words, small layers, 3 epochs",
+    )
+
+    p = commands.add_parser(
+        "evaluate", help="WER and PER, greedy and beam", formatter_class=formatter
+    )
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--data-dir", default=default_data)
+    p.add_argument(
+        "--split",
+        choices=sorted(SPLITS),
+        help="test (cmudict-0.7b.test) or dev (train-dev-1-21); default: the run's",
+    )
+    p.add_argument("--beam-width", type=int, default=4, help="0: greedy only")
+    p.add_argument("--limit", type=positive_int, help="the first N words only")
+    p.add_argument("--plot", help="save WER by word length to this PNG")
+    p.add_argument("--alignments", help="comma-separated words whose attention to plot")
+    p.add_argument("--alignment-plot", default="g2p_alignments.png")
+    p.add_argument("--monotonic-mode", choices=("hard", "soft"), default="hard")
+    p.add_argument("--verbose", type=int, default=1, help="0: no progress bar")
+
+    p = commands.add_parser(
+        "pronounce",
+        help="phones of words (arguments, or one per line on stdin)",
+        formatter_class=formatter,
+        description="One line of space-separated phones per word, in order; a blank "
+        "line in gives a blank line out; any case; a word with a character other "
+        "than A-Z and ' is an error naming it, before anything is printed.",
+    )
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("words", nargs="*", help="words (default: read stdin)")
+    p.add_argument("--beam-width", type=positive_int, help="beam search (default: greedy)")
+    p.add_argument("--monotonic-mode", choices=("hard", "soft"), default="hard")
+
+    p = commands.add_parser(
+        "export", help="SavedModel and TFLite float32/float16/int8", formatter_class=formatter
+    )
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("out", help="output folder: saved_model/ and tflite/ (with g2p.json)")
+    p.add_argument(
+        "--variants",
+        type=lambda s: [v for v in s.split(",") if v],
+        default=["float32", "float16", "int8"],
+        help="comma-separated: float32, float16, int8",
+    )
+    p.add_argument("--beam-width", type=positive_int, default=4)
+    p.add_argument("--monotonic-mode", choices=("hard", "soft"), default="hard")
+
+    args = parser.parse_args(argv)
+    if args.command == "train" and args.quick:
+        args.embedding_dim, args.encoder_units, args.units = 16, 32, 32
+        args.encoder_layers, args.epochs, args.batch_size = 1, 3, 32
+    if args.command == "export":
+        bad = sorted(set(args.variants) - {"float32", "float16", "int8"})
+        if bad:
+            parser.error(f"--variants: unknown {', '.join(bad)}; choose float32, float16, int8")
+    if args.command == "evaluate" and args.beam_width < 0:
+        parser.error(f"--beam-width: expected 0 or more, got {args.beam_width}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        if args.command == "train":
+            return train(args)
+        if args.command == "evaluate":
+            return evaluate(args)
+        if args.command == "pronounce":
+            return pronounce(args)
+        return export_run(args)
+    except (FileNotFoundError, ValueError) as error:
+        if args.command == "train" or args.command == "evaluate":
+            raise SystemExit(f"{args.command}: {error}") from None
+        raise
+
+
+if __name__ == "__main__":
+    main()
