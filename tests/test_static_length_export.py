@@ -82,30 +82,41 @@ def test_padded_source_gives_the_keras_tokens_of_the_unpadded_one(generator, exp
         else:
             expected = generator.beam(source, beam_width=BEAM, length_penalty=0.6)
         lite = runner(source=_padded(source))
-        np.testing.assert_array_equal(lite["tokens"], expected["tokens"])
+        rows = expected["tokens"].shape[1]  # Keras' bound, 2·S + 10
+        np.testing.assert_array_equal(lite["tokens"][:, :rows], expected["tokens"])
         np.testing.assert_array_equal(lite["lengths"], expected["lengths"])
         s = source.shape[1]
-        np.testing.assert_allclose(lite["attention"][:, :, :s], expected["attention"], atol=1e-5)
+        np.testing.assert_allclose(
+            lite["attention"][:, :rows, :s], expected["attention"], atol=1e-5
+        )
         assert not lite["attention"][:, :, s:].any()  # the padding is masked
+        assert not lite["tokens"][:, rows:].any()  # nothing past the bound
 
 
 @pytest.mark.parametrize("name", ["generate", "generate_beam"])
-def test_the_output_bound_counts_the_real_tokens_not_the_padded_length(exported, name):
+def test_the_output_bound_counts_the_real_tokens_not_the_padded_length(generator, exported, name):
     interpreter, _ = exported
     runner = interpreter.get_signature_runner(name)
+    unended = 0
     for source in _sources():
         s = source.shape[1]
         lite = runner(source=_padded(source))
-        # The buffers have one row per allowed output token: the bound itself.
-        assert lite["tokens"].shape == (1, 2 * s + 10)
-        assert lite["attention"].shape == (1, 2 * s + 10, N)
+        # Static shapes: rows for the largest bound, 2·N + 10.
+        assert lite["tokens"].shape == (1, 2 * N + 10)
+        assert lite["attention"].shape == (1, 2 * N + 10, N)
+        length = int(lite["lengths"][0])
+        assert length <= 2 * s + 10
+        if END not in lite["tokens"][0, :length]:
+            # END never came: the search stopped at the bound of the real tokens.
+            assert length == 2 * s + 10
+            unended += 1
+    assert unended >= 2  # random weights: the bound, not END, ends most outputs
 
 
 def test_all_padding_gives_an_empty_output(exported):
     interpreter, _ = exported
     lite = interpreter.get_signature_runner("generate")(source=np.zeros((1, N), np.int32))
     assert int(lite["lengths"][0]) == 0
-    assert lite["tokens"].shape == (1, 10)
     assert not lite["tokens"].any()
 
 
@@ -115,6 +126,7 @@ def test_an_explicit_max_length_stays_fixed(generator, tmp_path):
     runner = Interpreter(model_path=str(path)).get_signature_runner("generate")
     source = _sources()[1]
     lite = runner(source=_padded(source))
+    assert lite["tokens"].shape == (1, 7)
     np.testing.assert_array_equal(lite["tokens"], generator.greedy(source, max_length=7)["tokens"])
     assert manifest["max_length"] == 7
     assert json.loads(path.with_suffix(".json").read_text())["source_length"] == N
@@ -201,11 +213,12 @@ def test_translator_export_translates_padded_ids_as_keras(translator_export):
     for sentence in sentences:
         ids = translator.source_tokenizer.tokenize([sentence]).to_list()[0][:N]
         source = np.array([ids], np.int32)
-        lite = greedy(source_ids=_padded(source))
-        np.testing.assert_array_equal(lite["tokens"], generator.greedy(source)["tokens"])
-        lite = beam(source_ids=_padded(source))
+        expected = generator.greedy(source)["tokens"]
+        lite = greedy(source_ids=_padded(source))["tokens"]
+        np.testing.assert_array_equal(lite[:, : expected.shape[1]], expected)
         expected = generator.beam(source, beam_width=4, length_penalty=0.6)["tokens"]
-        np.testing.assert_array_equal(lite["tokens"], expected)
+        lite = beam(source_ids=_padded(source))["tokens"]
+        np.testing.assert_array_equal(lite[:, : expected.shape[1]], expected)
 
 
 def test_export_cli_takes_a_source_length(tmp_path, capsys):

@@ -107,8 +107,10 @@ class LiteGenerator(tf.Module):
         source_length: see `source_signature`. With a static length N the
             default bound counts the real positions S (up to the last one that
             is not padding), min(2·S + 10, generator.max_output_length), not N,
-            so a padded source decodes as the unpadded one does; the attention
-            output has N columns, zero on the padding.
+            so a padded source decodes as the unpadded one does. The outputs
+            then have static shapes too: `tokens` (1, R) and `attention`
+            (1, R, N), R = `max_length` or min(2·N + 10, cap), zero after the
+            bound and on the padding columns; `lengths` counts the tokens.
 
     Sources longer than `generator.max_source_length` are truncated to it
     inside the model (a TFLite model cannot raise); the app should check the
@@ -157,10 +159,28 @@ class LiteGenerator(tf.Module):
                 return generator.resolve_max_length(real_length(source), None)
             return max_length
 
+        # With a static source, the outputs get static shapes too (LiteRT.js
+        # allocates outputs from the model's shapes and fails on a dynamic
+        # one): rows up to the largest bound, zero past the real one.
+        rows = None
+        if source_length is not None:
+            rows = max_length or generator.resolve_max_length(source_length, None)
+
+        def static_rows(result, keys):
+            if rows is None:
+                return {k: result[k] for k in keys}
+            out = {k: result[k] for k in keys}
+            for k in ("tokens", "attention"):
+                value = result[k]  # (1, L) or (1, L, N), L <= rows
+                zeros = tf.zeros([1, rows, *value.shape[2:]], value.dtype)
+                padded = tf.concat([value, zeros], axis=1)[:, :rows]
+                out[k] = tf.reshape(padded, [1, rows, *value.shape[2:]])  # static
+            return out
+
         def generate(source):
             source = bounded(source)
             result = generator.greedy_graph(source, max_length=bound(source), empty_columns=False)
-            return {k: result[k] for k in GENERATE_OUTPUTS}
+            return static_rows(result, GENERATE_OUTPUTS)
 
         def generate_beam(source):
             source = bounded(source)
@@ -172,7 +192,7 @@ class LiteGenerator(tf.Module):
                 max_length=bound(source),
                 empty_columns=False,
             )
-            return {k: result[k] for k in (*GENERATE_OUTPUTS, "scores")}
+            return static_rows(result, (*GENERATE_OUTPUTS, "scores"))
 
         def encode(source):
             state, _ = generator.encode(_at_least_one_position(bounded(source)))
@@ -258,7 +278,8 @@ class LiteGenerator(tf.Module):
                 else (
                     f"pad every source with pad_id to {self.source_length} positions; "
                     "source_length in max_length_rule counts the positions up to the "
-                    "last one that is not padding"
+                    "last one that is not padding; tokens and attention have a static "
+                    "number of rows, zero after `lengths`"
                 )
             ),
             "token_ids": "source ids must be in [0, vocabulary); the model does not check",
