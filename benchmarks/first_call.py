@@ -5,7 +5,9 @@ first use: a `tf.function` on TensorFlow, `jax.jit` on JAX (compiled again for
 every new source shape and `max_length`), nothing on PyTorch (eager). This
 script times that: one small model, untrained (every search runs to its
 `max_length`, the worst case), a sequence of calls in one process per backend,
-each call timed once:
+each call timed once (wall and CPU seconds of the process, all its threads:
+the CPU time is what the call costs, the wall time what it took beside
+whatever else ran on the machine):
 
 1. greedy, batch 8, source length 12 (the first call);
 2. the same shape again, other ids;
@@ -93,12 +95,18 @@ def worker(args):
     rows = []
     for label, search, batch, length, max_length in CALLS:
         source = rng.integers(3, args.vocab, (batch, length)).astype("int32")
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         if search == "greedy":
             generator.greedy(source, max_length=max_length)
         else:
             generator.beam(source, beam_width=4, max_length=max_length)
-        rows.append({"call": label, "seconds": time.perf_counter() - start})
+        rows.append(
+            {
+                "call": label,
+                "seconds": time.perf_counter() - start,
+                "cpu_seconds": time.process_time() - start_cpu,
+            }
+        )
     # The advice: pad to a few lengths. Padding must not change the tokens.
     source = rng.integers(3, args.vocab, (8, 12)).astype("int32")
     padded = np.pad(source, ((0, 0), (0, 8)))  # (8, 20), a length compiled above
@@ -143,14 +151,15 @@ def format_table(results):
     """results: {backend: [worker dicts, one per repeat]} → a Markdown table."""
     backends = list(results)
     header = "| call | batch × source length | max_length | " + " | ".join(
-        f"{b} (s)" for b in backends
+        f"{b}: wall s | {b}: CPU s" for b in backends
     )
-    lines = [header + " |", "|---|---|---:|" + "---:|" * len(backends)]
+    lines = [header + " |", "|---|---|---:|" + "---:|---:|" * len(backends)]
     for i, (label, search, batch, length, max_length) in enumerate(CALLS):
         cells = []
         for backend in backends:
-            seconds = [run["rows"][i]["seconds"] for run in results[backend]]
-            cells.append(", ".join(f"{s:.2f}" for s in seconds))
+            for key in ("seconds", "cpu_seconds"):
+                seconds = [run["rows"][i][key] for run in results[backend]]
+                cells.append(", ".join(f"{s:.2f}" for s in seconds))
         name = label if search == "greedy" else f"{label} (width 4)"
         lines.append(f"| {name} | {batch} × {length} | {max_length} | " + " | ".join(cells) + " |")
     cells = []
@@ -158,7 +167,7 @@ def format_table(results):
         runs = results[backend]
         seconds = ", ".join(f"{run['padded_seconds']:.2f}" for run in runs)
         equal = min(run["padded_equal"] for run in runs)
-        cells.append(f"{seconds} ({equal}/{runs[0]['padded_rows']} equal)")
+        cells += [f"{seconds} ({equal}/{runs[0]['padded_rows']} equal)", ""]
     lines.append(
         "| length 12 padded to 20: tokens equal to unpadded | 8 × 20 | "
         f"{MAX_LENGTH} | " + " | ".join(cells) + " |"
@@ -199,6 +208,7 @@ def main(argv=None):
         raise SystemExit(f"Invalid --backends {args.backends!r}; choose from {BACKENDS}")
     if args.repeats < 1:
         raise SystemExit(f"Invalid --repeats {args.repeats}; expected at least 1")
+    load_start = os.getloadavg()[0]
     started = time.perf_counter()
     results = {b: [] for b in backends}
     for repeat in range(args.repeats):
@@ -212,12 +222,12 @@ def main(argv=None):
     if not args.no_write:
         import _report
 
-        load = os.getloadavg()[0]
+        load_end = os.getloadavg()[0]
         body = "\n\n".join(
             [
                 f"Command: `{_report.command_line()}`  \n"
-                f"Machine: {_report.machine_description()}, load average {load:.1f} at "
-                f"the end; {_report.versions()}  \n"
+                f"Machine: {_report.machine_description()}, load average {load_start:.1f} "
+                f"at the start, {load_end:.1f} at the end; {_report.versions()}  \n"
                 f"Date: {_report.today()}, revision {_report.git_revision()}; "
                 f"wall time {wall:.0f} s.",
                 "Model: vocabulary 1,000, embedding 64, a bidirectional GRU of 64 per "
@@ -225,7 +235,9 @@ def main(argv=None):
                 "untrained (every search runs to `max_length`); the generator from "
                 "`Seq2SeqGenerator.from_model`. The calls run in the order of the table in "
                 "one process per backend; each cell lists one time per process "
-                f"({args.repeats} fresh processes per backend). The last row decodes 12-token "
+                f"({args.repeats} fresh processes per backend). Wall: the seconds the call "
+                "took; CPU: the CPU seconds of the process (all threads) during the call, "
+                "which other work on the machine disturbs less. The last row decodes 12-token "
                 "sources padded with id 0 to length 20 and counts the rows whose tokens equal "
                 "those of the unpadded sources.",
                 table,
