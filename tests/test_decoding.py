@@ -1,4 +1,5 @@
-"""Greedy and beam search against float64 numpy references.
+"""Greedy and beam search (`keras_attention.generation.search`) against
+float64 numpy references, on every Keras backend.
 
 Two kinds of hand-built step functions drive the searches:
 - a Markov table: the next token's probabilities depend on the previous token
@@ -12,19 +13,29 @@ Two kinds of hand-built step functions drive the searches:
 
 import itertools
 
+import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from keras import ops
 
-from keras_attention.generation import beam_search
-from keras_attention.generation import greedy_search
-from keras_attention.generation.beam_search import COVERAGE_FLOOR
+from keras_attention.generation.search import COVERAGE_FLOOR
+from keras_attention.generation.search import beam_search
+from keras_attention.generation.search import greedy_search
+from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 
 PAD, START, END = 0, 1, 2
 
 
 # ---------------------------------------------------------------------------
 # Step functions and their numpy twins.
+
+
+def _constant(x):
+    return ops.convert_to_tensor(np.asarray(x, np.float32))
+
+
+def _numpy(out):
+    return {k: ops.convert_to_numpy(v) for k, v in out.items()}
 
 
 def _log_softmax(x):
@@ -47,9 +58,9 @@ class MarkovStep:
         self.attention = _softmax(rng.normal(size=(len(probs), source_length)))
         self.source_length = source_length
 
-    def tf_step(self, tokens, state):
-        logits = tf.gather(tf.constant(self.log_probs, tf.float32), tokens)
-        weights = tf.gather(tf.constant(self.attention, tf.float32), tokens)
+    def step(self, tokens, state):
+        logits = ops.take(_constant(self.log_probs), tokens, axis=0)
+        weights = ops.take(_constant(self.attention), tokens, axis=0)
         return logits, weights, state
 
     def np_step(self, prev, state):
@@ -57,7 +68,7 @@ class MarkovStep:
 
     def initial_state(self, batch_size):
         # The search must carry a state even when the step ignores it.
-        return {"unused": tf.zeros([batch_size, 2])}
+        return {"unused": ops.zeros((batch_size, 2))}
 
     def sequence_log_prob(self, tokens, start=START):
         """Sum of log-probs of `tokens` up to and including the first END."""
@@ -81,13 +92,15 @@ class RnnStep:
         self.output = as32(1.5 * rng.normal(size=(2 * hidden, vocab_size)))
         self.hidden = hidden
 
-    def tf_step(self, tokens, state):
-        c = lambda x: tf.constant(x, tf.float32)  # noqa: E731
+    def step(self, tokens, state):
+        c = _constant
         memory = state["memory"]  # (B, T_src, H)
-        h = tf.tanh(state["h"] @ c(self.kernel) + tf.gather(c(self.embedding), tokens))
-        weights = tf.nn.softmax(tf.einsum("bsh,bh->bs", memory, h))  # (B, T_src)
-        context = tf.einsum("bs,bsh->bh", weights, memory)  # (B, H)
-        logits = tf.concat([h, context], -1) @ c(self.output)
+        h = ops.tanh(
+            ops.matmul(state["h"], c(self.kernel)) + ops.take(c(self.embedding), tokens, axis=0)
+        )
+        weights = ops.softmax(ops.einsum("bsh,bh->bs", memory, h), axis=-1)  # (B, T_src)
+        context = ops.einsum("bs,bsh->bh", weights, memory)  # (B, H)
+        logits = ops.matmul(ops.concatenate([h, context], axis=-1), c(self.output))
         return logits, weights, {"h": h, "memory": memory}
 
     def np_step(self, prev, state):
@@ -204,37 +217,31 @@ def enumerate_hypotheses(vocab_size, max_length):
 
 
 def run_rnn(search, rnn, h0, memory, **kwargs):
-    state = {"h": tf.constant(h0), "memory": tf.constant(memory)}
-    start = tf.fill([h0.shape[0]], START)
-    out = search(
-        rnn.tf_step, state, start, END, source_length=memory.shape[1], **kwargs
-    )
-    return {k: v.numpy() for k, v in out.items()}
+    state = {"h": ops.convert_to_tensor(h0), "memory": ops.convert_to_tensor(memory)}
+    start = ops.full((h0.shape[0],), START, dtype="int32")
+    out = search(rnn.step, state, start, END, source_length=memory.shape[1], **kwargs)
+    return _numpy(out)
 
 
 def run_markov(search, markov, start_tokens, **kwargs):
-    start = tf.constant(start_tokens, tf.int32)
+    start = ops.convert_to_tensor(np.asarray(start_tokens, np.int32))
     out = search(
-        markov.tf_step,
+        markov.step,
         markov.initial_state(len(start_tokens)),
         start,
         END,
         source_length=markov.source_length,
         **kwargs,
     )
-    return {k: v.numpy() for k, v in out.items()}
+    return _numpy(out)
 
 
 def assert_matches_reference_beam(out, refs):
     for b, (beam, _) in enumerate(refs):
         best = beam[0]
         np.testing.assert_array_equal(out["tokens"][b], best["padded"])
-        np.testing.assert_allclose(
-            out["scores"][b], best["score"], rtol=1e-5, atol=1e-5
-        )
-        np.testing.assert_allclose(
-            out["log_probs"][b], best["log_prob"], rtol=1e-5, atol=1e-5
-        )
+        np.testing.assert_allclose(out["scores"][b], best["score"], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(out["log_probs"][b], best["log_prob"], rtol=1e-5, atol=1e-5)
         assert out["lengths"][b] == len(best["tokens"])
         np.testing.assert_allclose(
             out["attention"][b], best["padded_attention"], rtol=1e-5, atol=1e-6
@@ -282,7 +289,7 @@ def test_beam_width_one_equals_greedy():
     rnn = RnnStep(seed=4)
     h0, memory = rnn.inputs(batch_size=5, source_length=4)
     greedy = run_rnn(greedy_search, rnn, h0, memory, max_length=10)
-    beam = run_rnn(beam_search, rnn, h0, memory, max_length=10, beam_width=1)
+    beam = run_rnn(beam_search, rnn, h0, memory, max_length=10, beam_width=1, length_penalty=0.0)
     np.testing.assert_array_equal(beam["tokens"], greedy["tokens"])
     np.testing.assert_allclose(beam["scores"], greedy["scores"], rtol=1e-6)
     np.testing.assert_allclose(beam["log_probs"], greedy["log_probs"], rtol=1e-6)
@@ -305,7 +312,7 @@ def test_beam_search_matches_numpy_reference(alpha, beta, masked):
     out = run_rnn(
         beam_search, rnn, h0, memory, max_length=max_length, beam_width=3,
         length_penalty=alpha, coverage_penalty=beta,
-        source_mask=tf.constant(mask) if masked else None,
+        source_mask=mask if masked else None,
     )  # fmt: skip
     refs = [
         np_beam(rnn.np_step, (h0[b], memory[b]), START, max_length, source_length,
@@ -318,12 +325,10 @@ def test_beam_search_matches_numpy_reference(alpha, beta, masked):
 def test_beam_search_finds_sequence_that_greedy_misses():
     markov = MarkovStep(MISLEADING)
     greedy = run_markov(greedy_search, markov, [START], max_length=5)
-    beam = run_markov(beam_search, markov, [START], max_length=5, beam_width=2)
+    beam = run_markov(beam_search, markov, [START], max_length=5, beam_width=2, length_penalty=0.0)
 
     # The exhaustive best under the plain sum of log-probs, in float64.
-    scored = [
-        (markov.sequence_log_prob(seq), seq) for seq in enumerate_hypotheses(5, 3)
-    ]
+    scored = [(markov.sequence_log_prob(seq), seq) for seq in enumerate_hypotheses(5, 3)]
     best_score, best_seq = max(scored)
     assert best_seq == [B, END]
     np.testing.assert_array_equal(beam["tokens"][0], [B, END, 0, 0, 0])
@@ -338,7 +343,7 @@ def test_beam_search_finds_sequence_that_greedy_misses():
 
 def test_finished_hypotheses_stay_finished():
     markov = MarkovStep(MISLEADING)
-    long = run_markov(beam_search, markov, [START], max_length=6, beam_width=3)
+    long = run_markov(beam_search, markov, [START], max_length=6, beam_width=3, length_penalty=0.0)
     all_tokens, all_scores = long["all_tokens"][0], long["all_scores"][0]
     lengths = []
     for tokens, score in zip(all_tokens, all_scores, strict=True):
@@ -354,7 +359,12 @@ def test_finished_hypotheses_stay_finished():
     # Cut the search right after the shortest hypothesis finished: the same
     # hypothesis, with the same score, is in the beam after more steps.
     short = run_markov(
-        beam_search, markov, [START], max_length=min(lengths), beam_width=3
+        beam_search,
+        markov,
+        [START],
+        max_length=min(lengths),
+        beam_width=3,
+        length_penalty=0.0,
     )
     first = short["all_tokens"][0, 0]
     row = [i for i, t in enumerate(all_tokens) if list(t[: len(first)]) == list(first)]
@@ -370,24 +380,18 @@ def test_batch_entries_are_independent():
     mask[1, 3:] = False
     mask[3, 2:] = False
     kwargs = dict(max_length=9, beam_width=3, length_penalty=0.7, coverage_penalty=0.3)
-    batch = run_rnn(
-        beam_search, rnn, h0, memory, source_mask=tf.constant(mask), **kwargs
-    )
+    batch = run_rnn(beam_search, rnn, h0, memory, source_mask=mask, **kwargs)
     batch_greedy = run_rnn(greedy_search, rnn, h0, memory, max_length=9)
     for b in range(4):
         alone = run_rnn(
             beam_search, rnn, h0[b : b + 1], memory[b : b + 1],
-            source_mask=tf.constant(mask[b : b + 1]), **kwargs,
+            source_mask=mask[b : b + 1], **kwargs,
         )  # fmt: skip
-        alone_greedy = run_rnn(
-            greedy_search, rnn, h0[b : b + 1], memory[b : b + 1], max_length=9
-        )
+        alone_greedy = run_rnn(greedy_search, rnn, h0[b : b + 1], memory[b : b + 1], max_length=9)
         for key, value in alone.items():
             np.testing.assert_allclose(batch[key][b], value[0], rtol=1e-6, atol=1e-7)
         for key, value in alone_greedy.items():
-            np.testing.assert_allclose(
-                batch_greedy[key][b], value[0], rtol=1e-6, atol=1e-7
-            )
+            np.testing.assert_allclose(batch_greedy[key][b], value[0], rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("alpha", [0.0, 1.0, 2.0])
@@ -421,19 +425,16 @@ def test_length_penalty_ranks_as_gnmt(alpha):
     best = expected[0][1]
     assert best == ([END] if alpha == 0.0 else [A, END])
     assert ranking(0.0)[0][1] != ranking(1.0)[0][1]
-    np.testing.assert_array_equal(
-        out["tokens"][0], best + [0] * (max_length - len(best))
-    )
-    np.testing.assert_allclose(
-        out["all_scores"][0], [s for s, _ in expected[:24]], rtol=1e-5
-    )
+    np.testing.assert_array_equal(out["tokens"][0], best + [0] * (max_length - len(best)))
+    np.testing.assert_allclose(out["all_scores"][0], [s for s, _ in expected[:24]], rtol=1e-5)
     np.testing.assert_allclose(out["scores"][0], expected[0][0], rtol=1e-6)
-    np.testing.assert_allclose(
-        out["log_probs"][0], markov.sequence_log_prob(best), rtol=1e-6
-    )
+    np.testing.assert_allclose(out["log_probs"][0], markov.sequence_log_prob(best), rtol=1e-6)
 
 
+@pytest.mark.tensorflow
 def test_runs_in_tf_function_with_dynamic_batch_and_source():
+    import tensorflow as tf
+
     rnn = RnnStep(seed=4)
     hidden = rnn.hidden
     signature = [
@@ -447,9 +448,9 @@ def test_runs_in_tf_function_with_dynamic_batch_and_source():
         state = {"h": h0, "memory": memory}
         start = tf.fill(tf.shape(h0)[:1], START)
         source_length = tf.shape(memory)[1]
-        greedy = greedy_search(rnn.tf_step, state, start, END, 7, source_length)
+        greedy = greedy_search(rnn.step, state, start, END, 7, source_length)
         beam = beam_search(
-            rnn.tf_step, state, start, END, 7, source_length,
+            rnn.step, state, start, END, 7, source_length,
             beam_width=3, length_penalty=0.5, coverage_penalty=0.2, source_mask=mask,
         )  # fmt: skip
         return greedy, beam
@@ -473,27 +474,24 @@ def test_runs_in_tf_function_with_dynamic_batch_and_source():
             state = (h0[b], memory[b])
             ref = np_greedy(rnn.np_step, state, START, 7, source_length)
             np.testing.assert_array_equal(greedy["tokens"][b], ref["tokens"])
-            np.testing.assert_allclose(
-                greedy["log_probs"][b], ref["log_probs"], rtol=1e-5
-            )
-            refs.append(
-                np_beam(
-                    rnn.np_step, state, START, 7, source_length, 3, 0.5, 0.2, mask[b]
-                )
-            )
+            np.testing.assert_allclose(greedy["log_probs"][b], ref["log_probs"], rtol=1e-5)
+            refs.append(np_beam(rnn.np_step, state, START, 7, source_length, 3, 0.5, 0.2, mask[b]))
         assert_matches_reference_beam(beam, refs)
 
 
 @pytest.mark.parametrize("search", ["greedy", "beam"])
+@pytest.mark.tensorflow
 def test_stops_early_when_all_sequences_finished(search):
+    import tensorflow as tf
+
     markov = MarkovStep(MISLEADING)
     calls = tf.Variable(0)
 
     def counting_step(tokens, state):
         calls.assign_add(1)
-        return markov.tf_step(tokens, state)
+        return markov.step(tokens, state)
 
-    kwargs = dict(beam_width=3) if search == "beam" else {}
+    kwargs = dict(beam_width=3, length_penalty=0.0) if search == "beam" else {}
     fn = beam_search if search == "beam" else greedy_search
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
@@ -519,7 +517,7 @@ def test_stops_early_when_all_sequences_finished(search):
 def test_attention_rows_are_step_weights_then_zeros(search):
     markov = MarkovStep(MISLEADING, source_length=4)
     fn = beam_search if search == "beam" else greedy_search
-    kwargs = dict(beam_width=2) if search == "beam" else {}
+    kwargs = dict(beam_width=2, length_penalty=0.0) if search == "beam" else {}
     out = run_markov(fn, markov, [START, B, A], max_length=6, **kwargs)
     assert out["attention"].shape == (3, 6, 4)
     assert out["attention"].dtype == np.float32
@@ -539,26 +537,28 @@ def test_float16_step_gives_float32_outputs(search):
     markov = MarkovStep(MISLEADING)
 
     def half_step(tokens, state):
-        logits, weights, state = markov.tf_step(tokens, state)
-        return tf.cast(logits, tf.float16), tf.cast(weights, tf.float16), state
+        logits, weights, state = markov.step(tokens, state)
+        return ops.cast(logits, "float16"), ops.cast(weights, "float16"), state
 
     fn = beam_search if search == "beam" else greedy_search
-    kwargs = dict(beam_width=2) if search == "beam" else {}
-    start = tf.constant([START, A])
+    kwargs = dict(beam_width=2, length_penalty=0.0) if search == "beam" else {}
+    start = ops.convert_to_tensor(np.array([START, A], np.int32))
     state = markov.initial_state(2)
     half = fn(half_step, state, start, END, 5, 3, **kwargs)
-    full = fn(markov.tf_step, state, start, END, 5, 3, **kwargs)
+    full = fn(markov.step, state, start, END, 5, 3, **kwargs)
     for key in ("scores", "log_probs", "attention"):
-        assert half[key].dtype == tf.float32
+        assert keras.backend.standardize_dtype(half[key].dtype) == "float32"
+    half, full = _numpy(half), _numpy(full)
+    for key in ("scores", "log_probs", "attention"):
         np.testing.assert_allclose(half[key], full[key], rtol=2e-3, atol=2e-3)
     np.testing.assert_array_equal(half["tokens"], full["tokens"])
 
 
-@pytest.mark.parametrize("beam_width", [0, -1, 2.0, True])
+@pytest.mark.parametrize("beam_width", [0, -1, 2.0, True, MAX_BEAM_WIDTH + 1])
 def test_invalid_beam_width_raises(beam_width):
     markov = MarkovStep(MISLEADING)
     with pytest.raises(ValueError, match="Invalid value for argument `beam_width`"):
         beam_search(
-            markov.tf_step, markov.initial_state(1), tf.constant([START]), END, 4, 3,
+            markov.step, markov.initial_state(1), np.array([START], np.int32), END, 4, 3,
             beam_width=beam_width,
         )  # fmt: skip

@@ -1,16 +1,15 @@
-"""The `keras.ops` search (JAX, PyTorch) against the TensorFlow search.
-
-On TensorFlow both implementations run on the same step function and must
-agree exactly on tokens and lengths and to float32 precision on the scores;
-on the other backends only the `keras.ops` one exists, and these tests check
-it against a float64 NumPy greedy search instead.
+"""The search (`keras_attention.generation.search`, one `keras.ops` code for
+every backend) on a step function written with `keras.ops`, against float64
+NumPy searches: a greedy loop here and the hypothesis-by-hypothesis beam of
+`test_decoding.py`, with a padded source and an empty one in every batch.
 """
 
 import keras
 import numpy as np
 import pytest
+from test_decoding import np_beam
 
-from keras_attention.generation import ops_search
+from keras_attention.generation import search
 
 VOCAB, SOURCE, UNITS, END = 9, 5, 6, 2
 
@@ -70,7 +69,7 @@ def case(request):
 
 def test_ops_greedy_equals_a_float64_numpy_greedy(case):
     weights, h0, mask = case
-    result = ops_search.greedy_search(
+    result = search.greedy_search(
         _step_fn(weights), {"h": h0}, np.ones(3, "int32"), END, 7, SOURCE, source_mask=mask
     )
     want_tokens, want_log_probs = _numpy_greedy(weights, h0, 1, 7, mask)
@@ -81,36 +80,45 @@ def test_ops_greedy_equals_a_float64_numpy_greedy(case):
     assert keras.ops.convert_to_numpy(result["lengths"])[2] == 0
 
 
-@pytest.mark.parametrize("width, alpha, beta", [(1, 0.0, 0.0), (3, 0.6, 0.0), (4, 1.0, 0.2)])
-def test_ops_beam_equals_the_tensorflow_beam(case, width, alpha, beta):
-    if keras.backend.backend() != "tensorflow":
-        pytest.skip("the TensorFlow search is the reference; it runs on TensorFlow only")
-    from keras_attention.generation import beam_search
+def _numpy_step(weights):
+    """The float64 twin of `_step_fn`, one hypothesis at a time (for `np_beam`)."""
+    w = {k: v.astype("float32").astype("float64") for k, v in weights.items()}
 
+    def step(prev, h):
+        h = np.tanh(w["embed"][prev] + h @ w["recur"])
+        scores = h @ w["attend"]
+        attention = np.exp(scores - scores.max())
+        return h @ w["out"], attention / attention.sum(), h
+
+    return step
+
+
+@pytest.mark.parametrize("width, alpha, beta", [(1, 0.0, 0.0), (3, 0.6, 0.0), (4, 1.0, 0.2)])
+def test_ops_beam_equals_a_float64_numpy_beam(case, width, alpha, beta):
     weights, h0, mask = case
     args = (_step_fn(weights), {"h": h0}, np.ones(3, "int32"), END, 7, SOURCE)
     kwargs = dict(beam_width=width, length_penalty=alpha, coverage_penalty=beta, source_mask=mask)
-    ops_result = ops_search.beam_search(*args, **kwargs)
-    tf_result = beam_search(*args, **kwargs)
-    for name in ("tokens", "lengths", "all_tokens"):
-        np.testing.assert_array_equal(
-            keras.ops.convert_to_numpy(ops_result[name]), np.asarray(tf_result[name]), err_msg=name
+    got = {k: keras.ops.convert_to_numpy(v) for k, v in search.beam_search(*args, **kwargs).items()}
+    for b in range(2):  # row 2 is the empty source, checked below
+        beam, _ = np_beam(
+            _numpy_step(weights), h0[b].astype("float64"), 1, 7, SOURCE, width, alpha, beta, mask[b]
         )
-    for name in ("scores", "log_probs", "all_scores", "attention"):
+        np.testing.assert_array_equal(got["all_tokens"][b], [hyp["padded"] for hyp in beam])
+        assert got["lengths"][b] == len(beam[0]["tokens"])
         np.testing.assert_allclose(
-            keras.ops.convert_to_numpy(ops_result[name]),
-            np.asarray(tf_result[name]),
-            rtol=1e-5,
-            atol=1e-5,
-            err_msg=name,
+            got["all_scores"][b], [hyp["score"] for hyp in beam], rtol=1e-4, atol=1e-4
         )
+        np.testing.assert_allclose(got["log_probs"][b], beam[0]["log_prob"], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(got["attention"][b], beam[0]["padded_attention"], atol=1e-5)
+    np.testing.assert_array_equal(got["tokens"][2], 0)
+    assert got["lengths"][2] == 0
 
 
 def test_ops_beam_of_width_one_equals_ops_greedy(case):
     weights, h0, mask = case
     args = (_step_fn(weights), {"h": h0}, np.ones(3, "int32"), END, 7, SOURCE)
-    greedy = ops_search.greedy_search(*args, source_mask=mask)
-    beam = ops_search.beam_search(*args, beam_width=1, source_mask=mask)
+    greedy = search.greedy_search(*args, source_mask=mask)
+    beam = search.beam_search(*args, beam_width=1, source_mask=mask)
     for name in ("tokens", "lengths"):
         np.testing.assert_array_equal(
             keras.ops.convert_to_numpy(beam[name]), keras.ops.convert_to_numpy(greedy[name])

@@ -1,6 +1,5 @@
 """Positive-integer arguments: one check, one message, `bool` refused everywhere."""
 
-import importlib
 import re
 
 import numpy as np
@@ -13,6 +12,7 @@ from keras_attention import LuongAttention
 from keras_attention import LuongMonotonicAttention
 from keras_attention.export import export_tflite
 from keras_attention.generation import beam_search
+from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.translation import SubwordTokenizer
 from keras_attention.translation import averaging
 from keras_attention.translation import export
@@ -188,7 +188,5 @@ def test_helper_accepts_numpy_integers_and_refuses_numpy_bools():
 
 
 def test_beam_search_takes_a_numpy_beam_width():
-    # The module, which `keras_attention.generation` shadows with its function.
-    beam_search_module = importlib.import_module("keras_attention.generation.beam_search")
-    assert beam_search_module._check_beam_width(np.int64(3)) == 3
-    assert type(beam_search_module._check_beam_width(np.int64(3))) is int
+    assert check_beam_width(np.int64(3)) == 3
+    assert type(check_beam_width(np.int64(3))) is int

@@ -1,6 +1,6 @@
 """Generation with a trained model: reading its graph, the generator, the search."""
 
-from keras_attention.generation.beam_search import beam_search
-from keras_attention.generation.greedy_search import greedy_search
+from keras_attention.generation.search import beam_search
+from keras_attention.generation.search import greedy_search
 
 __all__ = ["beam_search", "greedy_search"]

@@ -33,6 +33,8 @@ import numbers
 
 from keras import ops
 
+from keras_attention.validation import check_positive_int
+
 BEAM_WIDTH = 4
 LENGTH_PENALTY = 0.6
 COVERAGE_PENALTY = 0.0
@@ -68,19 +70,17 @@ def check_beam_width(beam_width, vocabulary_size=None, name="beam_width"):
     Returns:
         `beam_width` as a Python int.
     """
+    check_positive_int(name, beam_width)
     bound = MAX_BEAM_WIDTH
     if vocabulary_size is not None:
         bound = min(bound, int(vocabulary_size))
-    if (
-        isinstance(beam_width, bool)
-        or not isinstance(beam_width, numbers.Integral)
-        or not 1 <= beam_width <= bound
-    ):
+    if beam_width > bound:
         vocabulary = ""
         if vocabulary_size is not None:
             vocabulary = f", target vocabulary size {vocabulary_size}"
         raise ValueError(
-            f"Invalid value for argument `{name}`. Expected an integer from 1 to {bound} "
-            f"(MAX_BEAM_WIDTH = {MAX_BEAM_WIDTH}{vocabulary}). Received: {name}={beam_width!r}"
+            f"Invalid value for argument `{name}`. Expected at most {bound} "
+            f"(MAX_BEAM_WIDTH = {MAX_BEAM_WIDTH}{vocabulary}): a wider beam costs "
+            f"memory and finds nothing new. Received: {name}={beam_width!r}"
         )
     return int(beam_width)

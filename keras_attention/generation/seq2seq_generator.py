@@ -23,23 +23,20 @@ from keras_attention.generation.compiled import compile_search
 from keras_attention.generation.compiled import is_eager
 from keras_attention.generation.model_graph import ModelGraph
 from keras_attention.generation.recurrent_decoder import RecurrentDecoder
+from keras_attention.generation.search import beam_search
+from keras_attention.generation.search import greedy_search
+from keras_attention.generation.search_defaults import BEAM_WIDTH
+from keras_attention.generation.search_defaults import COVERAGE_PENALTY
+from keras_attention.generation.search_defaults import LENGTH_PENALTY
+from keras_attention.generation.search_defaults import MAX_OUTPUT_LENGTH
+from keras_attention.generation.search_defaults import MAX_SOURCE_LENGTH
+from keras_attention.generation.search_defaults import check_beam_width
+from keras_attention.generation.search_defaults import default_max_length
 from keras_attention.validation import check_positive_int
 
-# A source longer than this is refused (see `max_source_length`).
-DEFAULT_MAX_SOURCE_LENGTH = 512
-# Output length when `max_length` is not given: 2·S + 10 tokens, END included.
-# Never more than `max_output_length` (see the constructor).
-DEFAULT_MAX_OUTPUT_LENGTH = 1034
-
-
-def default_max_length(source_length, cap=DEFAULT_MAX_OUTPUT_LENGTH):
-    """The output bound when none is given: min(2·S + 10, cap), S the source length.
-
-    `source_length` may be a Python int or a scalar tensor (a dynamic length).
-    """
-    if isinstance(source_length, numbers.Integral):
-        return min(2 * int(source_length) + 10, cap)
-    return ops.minimum(2 * source_length + 10, cap)
+# The bounds of `search_defaults`, under the names the constructor documents.
+DEFAULT_MAX_SOURCE_LENGTH = MAX_SOURCE_LENGTH
+DEFAULT_MAX_OUTPUT_LENGTH = MAX_OUTPUT_LENGTH
 
 
 def _check_token_id(name, value):
@@ -354,6 +351,16 @@ class Seq2SeqGenerator:
 
     # ---------------------------------------------------------------- search
 
+    @property
+    def target_vocabulary_size(self):
+        """The number of logits per step (the readout's `units`, else the
+        target embedding's `input_dim`), or None when neither says."""
+        for layer, name in ((self.readout, "units"), (self.target_embedding, "input_dim")):
+            size = getattr(layer, name, None)
+            if isinstance(size, numbers.Integral):
+                return int(size)
+        return None
+
     def resolve_max_length(self, source_length, max_length):
         """`max_length`, checked against `max_output_length`, or the default."""
         if max_length is None:
@@ -376,8 +383,6 @@ class Seq2SeqGenerator:
         `empty_columns=False` keeps one (zero) attention column for an empty
         source instead of none: a TFLite model cannot return an empty tensor.
         """
-        from keras_attention.generation import greedy_search
-
         length = ops.shape(source)[1]
         state, mask = self.encode(_at_least_one_position(source))
         batch = ops.shape(mask)[0]
@@ -399,15 +404,14 @@ class Seq2SeqGenerator:
     def beam_graph(
         self,
         source,
-        beam_width=4,
-        length_penalty=0.6,
-        coverage_penalty=0.0,
+        beam_width=BEAM_WIDTH,
+        length_penalty=LENGTH_PENALTY,
+        coverage_penalty=COVERAGE_PENALTY,
         max_length=None,
         empty_columns=True,
     ):
         """Beam search as traced code; see `beam` and `greedy_graph`."""
-        from keras_attention.generation import beam_search
-
+        beam_width = check_beam_width(beam_width, self.target_vocabulary_size)
         length = ops.shape(source)[1]
         state, mask = self.encode(_at_least_one_position(source))
         batch = ops.shape(mask)[0]
@@ -450,25 +454,30 @@ class Seq2SeqGenerator:
     def beam(
         self,
         source,
-        beam_width=4,
-        length_penalty=0.6,
-        coverage_penalty=0.0,
+        beam_width=BEAM_WIDTH,
+        length_penalty=LENGTH_PENALTY,
+        coverage_penalty=COVERAGE_PENALTY,
         max_length=None,
     ):
         """Beam search (GNMT length and coverage penalties) of a batch.
 
         Args:
             source: (batch, S) token ids or (batch, S, F) features.
-            beam_width: hypotheses kept per source.
+            beam_width: hypotheses kept per source, at most
+                `search_defaults.MAX_BEAM_WIDTH` and the target vocabulary.
             length_penalty: the GNMT alpha; 0 ranks by log-probability.
             coverage_penalty: the GNMT beta; 0 disables it.
             max_length: as in `greedy`.
+
+        The defaults are those of `keras_attention.generation.search_defaults`,
+        shared with the SavedModel and TFLite exports.
 
         Returns:
             The dict of `greedy` for the best hypothesis, plus "scores"
             (batch,), "all_tokens" (batch, beam_width, L) and "all_scores"
             (batch, beam_width).
         """
+        beam_width = check_beam_width(beam_width, self.target_vocabulary_size)
         source = self._check_source(source)
         max_length = self.resolve_max_length(source.shape[1], max_length)
         key = ("beam", beam_width, float(length_penalty), float(coverage_penalty))
