@@ -5,6 +5,12 @@ import tensorflow as tf
 from keras_attention.export.tflite import GENERATE_OUTPUTS
 from keras_attention.export.tflite import check_captured_variables
 from keras_attention.export.tflite import source_signature
+from keras_attention.generation.search_defaults import BEAM_WIDTH
+from keras_attention.generation.search_defaults import COVERAGE_PENALTY
+from keras_attention.generation.search_defaults import LENGTH_PENALTY
+from keras_attention.generation.search_defaults import MAX_BATCH
+from keras_attention.generation.search_defaults import check_beam_width
+from keras_attention.validation import check_positive_int
 
 
 class ServingGenerator(tf.Module):
@@ -14,24 +20,36 @@ class ServingGenerator(tf.Module):
         generator: a `Seq2SeqGenerator` (its layers keep their variables).
         max_length: most output tokens, END included; None for
             min(2·S + 10, generator.max_output_length).
-        beam_width: the `beam` signature's width.
+        beam_width: the `beam` signature's width, at most
+            `search_defaults.MAX_BEAM_WIDTH` and the target vocabulary.
         length_penalty: its GNMT length penalty.
         coverage_penalty: its GNMT coverage penalty.
         source_spec: see `keras_attention.export.tflite.source_signature`.
+        max_batch: the most sources in one request (default
+            `search_defaults.MAX_BATCH`, 64); a larger batch fails with
+            `InvalidArgumentError` before any work: split it.
 
-    Sources longer than `generator.max_source_length` are truncated to it.
+    The search defaults are those of `Seq2SeqGenerator.beam` and the TFLite
+    export (`keras_attention.generation.search_defaults`). Sources longer than
+    `generator.max_source_length` are truncated to it, so one request's work
+    is bounded by max_batch × beam_width × max_output_length ×
+    max_source_length.
     """
 
     def __init__(
         self,
         generator,
         max_length=None,
-        beam_width=4,
-        length_penalty=0.6,
-        coverage_penalty=0.0,
+        beam_width=BEAM_WIDTH,
+        length_penalty=LENGTH_PENALTY,
+        coverage_penalty=COVERAGE_PENALTY,
         source_spec=None,
+        max_batch=MAX_BATCH,
     ):
         super().__init__(name="serving_generator")
+        beam_width = check_beam_width(beam_width, generator.target_vocabulary_size)
+        check_positive_int("max_batch", max_batch)
+        self.max_batch = int(max_batch)
         if max_length is not None:
             generator.resolve_max_length(None, max_length)  # checks it
         self.generator = generator
@@ -41,13 +59,22 @@ class ServingGenerator(tf.Module):
         batch_spec = tf.TensorSpec([None, *spec.shape[1:]], spec.dtype, name="source")
         limit = generator.max_source_length
 
+        def bounded(source):
+            check = tf.debugging.assert_less_equal(
+                tf.shape(source)[0],
+                self.max_batch,
+                message=f"The batch holds more than max_batch={self.max_batch} sources: split it",
+            )
+            with tf.control_dependencies([check]):
+                return tf.identity(source[:, :limit])
+
         def greedy(source):
-            result = generator.greedy_graph(source[:, :limit], max_length=max_length)
+            result = generator.greedy_graph(bounded(source), max_length=max_length)
             return {k: result[k] for k in GENERATE_OUTPUTS}
 
         def beam(source):
             result = generator.beam_graph(
-                source[:, :limit],
+                bounded(source),
                 beam_width=beam_width,
                 length_penalty=length_penalty,
                 coverage_penalty=coverage_penalty,
@@ -68,14 +95,16 @@ def export_saved_model(
     generator,
     path,
     max_length=None,
-    beam_width=4,
-    length_penalty=0.6,
-    coverage_penalty=0.0,
+    beam_width=BEAM_WIDTH,
+    length_penalty=LENGTH_PENALTY,
+    coverage_penalty=COVERAGE_PENALTY,
     source_spec=None,
+    max_batch=MAX_BATCH,
 ):
     """Writes a SavedModel with `serving_default` (greedy) and `beam` signatures.
 
-    Both take `source` (batch, S) int32 ids (or (batch, S, F) features) and
+    Both take `source` (batch, S) int32 ids (or (batch, S, F) features), at
+    most `max_batch` sources per call (a larger batch is refused), and
     return `tokens` (batch, L), `lengths` (batch,), `log_probs` (batch,) and
     `attention` (batch, L, S); `beam` also `scores`. Loading needs TensorFlow
     only. For text in, text out with tokenizers in the graph, see
@@ -89,6 +118,7 @@ def export_saved_model(
         length_penalty: as `ServingGenerator`.
         coverage_penalty: as `ServingGenerator`.
         source_spec: as `ServingGenerator`.
+        max_batch: as `ServingGenerator`.
 
     Returns:
         The `ServingGenerator` that was saved.
@@ -100,6 +130,7 @@ def export_saved_model(
         length_penalty=length_penalty,
         coverage_penalty=coverage_penalty,
         source_spec=source_spec,
+        max_batch=max_batch,
     )
     tf.saved_model.save(
         module,

@@ -24,6 +24,9 @@ import keras
 import tensorflow as tf
 
 from keras_attention.export.operators import non_builtin_operators
+from keras_attention.generation.search_defaults import COVERAGE_PENALTY
+from keras_attention.generation.search_defaults import LENGTH_PENALTY
+from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.generation.seq2seq_generator import _at_least_one_position
 from keras_attention.validation import check_positive_int
 
@@ -98,8 +101,13 @@ class LiteGenerator(tf.Module):
         generator: a `Seq2SeqGenerator`.
         max_length: the most output tokens of `generate` (END included), or
             None for min(2·S + 10, generator.max_output_length).
-        beam_width: also trace `generate_beam` with this width (None: no beam).
-        length_penalty: `generate_beam`'s GNMT length penalty.
+        beam_width: also trace `generate_beam` with this width (None: no
+            beam), at most `search_defaults.MAX_BEAM_WIDTH` and the target
+            vocabulary.
+        length_penalty: `generate_beam`'s GNMT length penalty; the default,
+            like `coverage_penalty`'s, is `Seq2SeqGenerator.beam`'s (both
+            from `keras_attention.generation.search_defaults`), so the model
+            ranks beams as the generator does.
         coverage_penalty: `generate_beam`'s GNMT coverage penalty.
         source_spec: see `source_signature`.
         names: rename signatures, e.g. `{"generate": "translate"}`, and the
@@ -125,15 +133,16 @@ class LiteGenerator(tf.Module):
         generator,
         max_length=None,
         beam_width=None,
-        length_penalty=0.0,
-        coverage_penalty=0.0,
+        length_penalty=LENGTH_PENALTY,
+        coverage_penalty=COVERAGE_PENALTY,
         source_spec=None,
         names=None,
         source_length=None,
     ):
         super().__init__(name="lite_generator")
         names = dict(names or {})
-        check_positive_int("beam_width", beam_width, allow_none=True)
+        if beam_width is not None:
+            beam_width = check_beam_width(beam_width, generator.target_vocabulary_size)
         if max_length is not None:
             generator.resolve_max_length(None, max_length)  # checks it
         self.generator = generator
@@ -390,8 +399,8 @@ def export_tflite(
     quantization=None,
     max_length=None,
     beam_width=None,
-    length_penalty=0.6,
-    coverage_penalty=0.0,
+    length_penalty=LENGTH_PENALTY,
+    coverage_penalty=COVERAGE_PENALTY,
     source_spec=None,
     source_length=None,
 ):
@@ -418,8 +427,12 @@ def export_tflite(
         quantization: None, "float16" or "int8" (dynamic range) weights.
         max_length: most output tokens, END included; None for
             min(2·S + 10, generator.max_output_length).
-        beam_width: add `generate_beam` with this many hypotheses.
-        length_penalty: `generate_beam`'s GNMT length penalty.
+        beam_width: add `generate_beam` with this many hypotheses (None: no
+            beam; `search_defaults.BEAM_WIDTH` is the generator's default), at
+            most `search_defaults.MAX_BEAM_WIDTH` and the target vocabulary.
+        length_penalty: `generate_beam`'s GNMT length penalty; as for
+            `coverage_penalty`, the default is `Seq2SeqGenerator.beam`'s
+            (`keras_attention.generation.search_defaults`).
         coverage_penalty: `generate_beam`'s GNMT coverage penalty.
         source_spec: see `source_signature` (needed for a generator built
             with the explicit constructor).
@@ -436,6 +449,8 @@ def export_tflite(
             Flex, custom or variable operator (named).
     """
     _check_quantization(quantization)
+    if beam_width is not None:
+        check_beam_width(beam_width, getattr(generator, "target_vocabulary_size", None))
     lite = LiteGenerator(
         generator,
         max_length=max_length,

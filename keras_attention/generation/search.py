@@ -95,8 +95,12 @@ def greedy_search(
         logits, weights, new_state = step_fn(tokens, state)
         logp = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # (B, V)
         weights = ops.cast(weights, "float32")  # (B, S)
-        next_tokens = ops.cast(ops.argmax(logp, axis=-1), "int32")  # (B,)
-        token_logp = ops.max(logp, axis=-1)  # (B,) the argmax's log-prob
+        # top_k rather than argmax: Keras' TensorFlow argmax tests the sign
+        # bit of zeros with a BitwiseAnd, which TFLite has no builtin for.
+        # Both pick the lowest index among equal values.
+        token_logp, next_tokens = ops.top_k(logp, k=1)  # (B, 1) each
+        token_logp = token_logp[:, 0]  # (B,)
+        next_tokens = ops.cast(next_tokens[:, 0], "int32")  # (B,)
         # A finished sequence only grows padding: token 0, log-prob 0 and
         # no attention.
         next_tokens = ops.where(finished, 0, next_tokens)
