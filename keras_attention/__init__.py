@@ -5,6 +5,8 @@ from keras_attention.attention.bahdanau_monotonic_attention import BahdanauMonot
 from keras_attention.attention.base_alignment_attention import BaseAlignmentAttention
 from keras_attention.attention.base_attention import BaseAttention
 from keras_attention.attention.base_monotonic_attention import BaseMonotonicAttention
+from keras_attention.attention.content_attention import ContentAttention
+from keras_attention.attention.gmm_attention import GMMAttention
 from keras_attention.attention.location_sensitive_attention import LocationSensitiveAttention
 from keras_attention.attention.luong_attention import LuongAttention
 from keras_attention.attention.luong_monotonic_attention import LuongMonotonicAttention
@@ -38,6 +40,8 @@ __all__ = [
     "BaseAttention",
     "BaseDecoder",
     "BaseMonotonicAttention",
+    "ContentAttention",
+    "GMMAttention",
     "LocationSensitiveAttention",
     "LuongAttention",
     "LuongDecoder",

@@ -480,3 +480,39 @@ def alignment_layer_reference(
     if single_step:
         context, weights = context[:, 0], weights[:, 0]
     return context, weights, state
+
+
+def gmm_reference(kernel, bias, queries, value, value_mask=None, query_mask=None):
+    """Graves' (2013) GMM attention in float64: queries (B, T_q, d_q) one by one.
+
+    Returns (contexts (B, T_q, d_v), weights (B, T_q, T_v), final κ (B, K)).
+    A padded query (query_mask False) gives zero weights and keeps κ.
+    """
+    queries = np.asarray(queries, np.float64)
+    value = np.asarray(value, np.float64)
+    kernel = np.asarray(kernel, np.float64)
+    bias = np.asarray(bias, np.float64)
+    batch, t_q, _ = queries.shape
+    t_v = value.shape[1]
+    k = kernel.shape[1] // 3
+    kappa = np.zeros((batch, k))
+    keep_keys = np.ones((batch, t_v), bool) if value_mask is None else np.asarray(value_mask)
+    keep_queries = np.ones((batch, t_q), bool) if query_mask is None else np.asarray(query_mask)
+    value = np.where(keep_keys[:, :, None], value, 0.0)
+    contexts = np.zeros((batch, t_q, value.shape[2]))
+    weights = np.zeros((batch, t_q, t_v))
+    u = np.arange(t_v, dtype=np.float64)
+    for t in range(t_q):
+        for b in range(batch):
+            if not keep_queries[b, t]:
+                continue
+            params = queries[b, t] @ kernel + bias
+            alpha, beta = np.exp(params[:k]), np.exp(params[k : 2 * k])
+            kappa[b] = kappa[b] + np.exp(params[2 * k :])
+            phi = np.zeros(t_v)
+            for m in range(k):
+                phi += alpha[m] * np.exp(-beta[m] * (kappa[b, m] - u) ** 2)
+            phi = np.where(keep_keys[b], phi, 0.0)
+            weights[b, t] = phi
+            contexts[b, t] = phi @ value[b]
+    return contexts, weights, kappa

@@ -7,13 +7,13 @@ from keras import ops
 
 from keras_attention.attention.additive_score import additive_score
 from keras_attention.attention.additive_score import normalized_score_vector
-from keras_attention.attention.base_attention import BaseAttention
+from keras_attention.attention.content_attention import ContentAttention
 from keras_attention.masking import project
 from keras_attention.validation import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class BahdanauAttention(BaseAttention):
+class BahdanauAttention(ContentAttention):
     """Additive attention of Bahdanau, Cho and Bengio (2014).
 
     Scores every key against the query with

@@ -1,120 +1,146 @@
-"""`BaseAttention`: the call contract, masks and shape checks of every score.
+"""`BaseAttention`: the one contract every attention mechanism fills.
 
-Subclasses only say how keys are projected (`precompute_keys`) and how a query is
-scored against projected keys (`_score`). Everything a user can get wrong about
-shapes is checked here, once, with messages in the symbols of the docs:
-batch, T_q, T_v, d_q, d_k, d_v, units.
+A decoder, the generator and the export talk to an attention layer through
+four methods, whatever the mechanism:
+
+    keys  = attention.precompute_keys(memory)                 # once per batch
+    state = attention.initial_attention_state(memory, mask)   # {} if content-only
+    noise = attention.step_noise((T, batch, T_v), training)   # drawn before a loop
+    context, weights, state = attention.attend_step(query, memory, keys, state,
+                                                    value_mask=mask, noise=noise[t])
+
+and the sequence form `attend_sequence` (all queries at once; a content-only
+layer computes it in parallel, a stateful one step by step). A mechanism of
+one's own implements `build_score(d_q, d_k)` (its weights) and
+`step_weights(query, keys, state, value_mask, training, noise)` (one step's
+weights and new state); optionally `precompute_keys`, `attention_state_keys`
+with `initial_attention_state`, and `step_noise` (docs/custom_attention.md).
+Everything a user can get wrong about shapes, masks and dtypes is checked
+here, once, with messages in the symbols of the docs: batch, T_q, T_v, d_q,
+d_k, d_v, units.
 """
 
 import keras
 from keras import ops
 
+from keras_attention import loops
 from keras_attention.masking import dims_compatible as _same
-from keras_attention.masking import masked_softmax
 from keras_attention.masking import shape_error as _arg_error
 from keras_attention.masking import shape_str
+from keras_attention.masking import softmax_dtype
 from keras_attention.masking import zero_masked
-from keras_attention.validation import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
 class BaseAttention(keras.layers.Layer):
-    """Base class of the attention layers: masks, shapes, dropout, heads.
+    """The base class of every attention layer: the step contract and its checks.
 
-    Not used directly (a `TypeError` says to use `BahdanauAttention` or
-    `LuongAttention`). Subclasses implement `build_score(d_q, d_k)`,
-    `precompute_keys(key)` and `_score(query, processed_keys)`.
+    Not used directly (a `TypeError` names the layers to use). A subclass
+    implements:
+
+    - `build_score(query_dim, key_dim)`: creates the weights;
+    - `step_weights(query, processed_keys, state, value_mask, training,
+      noise)`: query (batch, d_q) → `(weights (batch, T_v), new_state)`, the
+      weights zero at masked keys (a masked softmax does it) and summing to at
+      most 1, the new state a dict with the keys of the old one;
+
+    and may override:
+
+    - `precompute_keys(key)`: keys projected once per batch (default: the
+      keys themselves, in the compute dtype);
+    - `attention_state_keys` and `initial_attention_state(memory,
+      value_mask)`: the state carried from step to step (default: no state;
+      with keys, zeros of (batch, T_v) each). Entries are tensors with the
+      batch as first axis, of any shape after it;
+    - `step_noise(shape, training)`: the random draws of all steps, made
+      before a loop (default: none).
+
+    The base class gives `attend_step` (one step, with the checks, masks and
+    dtypes), `attend_sequence` (a scan of steps) and the Keras `call`.
+
+    The state tensors are float32 under mixed precision (the compute dtype
+    otherwise): a sum or a product over hundreds of steps loses too much in
+    float16.
 
     Args:
-        num_heads: number of heads the features are split into.
-        dropout: dropout rate applied to the attention weights in training.
-        seed: seed of the dropout.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
     """
 
-    def __init__(self, num_heads=1, dropout=0.0, seed=None, **kwargs):
+    # The keys of the attention state dict, in order: none for a layer whose
+    # weights depend on the query and keys alone.
+    attention_state_keys = ()
+
+    def __init__(self, **kwargs):
         if type(self) is BaseAttention:
             # Checked first, so a saved config of the base class fails here,
             # and not later with a bare NotImplementedError.
             raise TypeError(
                 "BaseAttention is the abstract base of the attention layers and "
                 "cannot be used directly. Use BahdanauAttention or LuongAttention "
-                "(or a subclass that implements build_score, precompute_keys and "
-                "_score)."
+                "(or LocationSensitiveAttention, the monotonic layers, GMMAttention, "
+                "or a subclass that implements build_score and step_weights: see "
+                "docs/custom_attention.md)."
             )
         super().__init__(**kwargs)
-        check_positive_int("num_heads", num_heads)
-        if not 0.0 <= float(dropout) < 1.0:
-            raise ValueError(
-                "Invalid value for argument `dropout`. Expected a rate in "
-                f"[0, 1). Received: dropout={dropout!r}"
-            )
-        self.num_heads = num_heads
-        self.dropout = float(dropout)
-        self.seed = seed
         self.supports_masking = True
-        # The sub-layer takes this layer's policy: with its own (the global one) it
-        # would cast float16 weights back to float32 under `dtype="mixed_float16"`.
-        self.weights_dropout = keras.layers.Dropout(
-            self.dropout, seed=seed, dtype=self.dtype_policy
-        )
         self.query_dim = None
         self.key_dim = None
         self.value_dim = None
+
+    @property
+    def stateful_attention(self):
+        """Whether each step's weights read a state carried from the previous step."""
+        return bool(self.attention_state_keys)
+
+    @property
+    def state_dtype(self):
+        """The dtype of the attention state: float32 under mixed precision."""
+        return softmax_dtype(self.compute_dtype)
 
     # ----------------------------------------------------------------- build
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
         self._check_static_shapes(query_shape, value_shape, key_shape)
-        names = (("query", query_shape, "d_q"), ("key", key_shape, "d_k"))
-        names += (("value", value_shape, "d_v"),)
-        for name, shape, symbol in names:
+        for name, shape, symbol in (
+            ("query", query_shape, "d_q"),
+            ("key", key_shape, "d_k"),
+            ("value", value_shape, "d_v"),
+        ):
             if shape[-1] is None:
-                raise _arg_error(
-                    name,
-                    f"with a known last dimension ({symbol})",
-                    shape,
-                )
+                raise _arg_error(name, f"with a known last dimension ({symbol})", shape)
+        self._check_build_shapes(query_shape, value_shape, key_shape)
         self.query_dim = int(query_shape[-1])
         self.key_dim = int(key_shape[-1])
         self.value_dim = int(value_shape[-1])
-        if self.num_heads > 1:
-            for name, shape, expected, symbol in (
-                ("query", query_shape, "(batch, T_q, d_q) or (batch, d_q)", "d_q"),
-                ("key", key_shape, "(batch, T_v, d_k)", "d_k"),
-                ("value", value_shape, "(batch, T_v, d_v)", "d_v"),
-            ):
-                if int(shape[-1]) % self.num_heads:
-                    raise _arg_error(
-                        name,
-                        f"{expected} with {symbol} a multiple of num_heads={self.num_heads}",
-                        shape,
-                    )
         self.build_score(self.query_dim, self.key_dim)
-        self.weights_dropout.build(None)
         self.built = True
 
+    def _check_build_shapes(self, query_shape, value_shape, key_shape):
+        """A subclass's own conditions on the sizes (e.g. divisible by heads)."""
+
     def build_score(self, query_dim, key_dim):
+        """Creates the layer's weights for queries of size d_q and keys of size d_k."""
         raise self._not_implemented("build_score(query_dim, key_dim)")
 
     def _not_implemented(self, method):
         return NotImplementedError(
             f"{type(self).__name__} must implement {method}: a subclass of "
-            "BaseAttention implements build_score, precompute_keys and _score."
+            "BaseAttention implements build_score and step_weights (see "
+            "docs/custom_attention.md)."
         )
 
     # ---------------------------------------------------------------- checks
 
     def _check_static_shapes(self, query_shape, value_shape, key_shape):
-        query_shape = tuple(query_shape)
-        value_shape = tuple(value_shape)
-        key_shape = tuple(key_shape)
+        query_shape, value_shape, key_shape = (
+            tuple(query_shape),
+            tuple(value_shape),
+            tuple(key_shape),
+        )
         if len(query_shape) not in (2, 3):
             raise _arg_error(
-                "query",
-                "(batch, T_q, d_q), or (batch, d_q) for one decoder step",
-                query_shape,
+                "query", "(batch, T_q, d_q), or (batch, d_q) for one decoder step", query_shape
             )
         if len(value_shape) != 3:
             raise _arg_error("value", "(batch, T_v, d_v)", value_shape)
@@ -142,18 +168,12 @@ class BaseAttention(keras.layers.Layer):
                 "Every key needs a value: their lengths differ.",
             )
         if self.query_dim is not None:
-            built = (
-                ("query", query_shape, "d_q", self.query_dim),
-                ("key", key_shape, "d_k", self.key_dim),
-                ("value", value_shape, "d_v", self.value_dim),
-            )
-            for name, shape, symbol, dim in built:
+            for name, shape, symbol, dim, expected in (
+                ("query", query_shape, "d_q", self.query_dim, "(batch, T_q, d_q) or (batch, d_q)"),
+                ("key", key_shape, "d_k", self.key_dim, "(batch, T_v, d_k)"),
+                ("value", value_shape, "d_v", self.value_dim, "(batch, T_v, d_v)"),
+            ):
                 if not _same(shape[-1], dim):
-                    expected = (
-                        "(batch, T_q, d_q) or (batch, d_q)"
-                        if name == "query"
-                        else f"(batch, T_v, {symbol})"
-                    )
                     raise _arg_error(
                         name,
                         f"{expected} with {symbol}={dim}",
@@ -161,20 +181,20 @@ class BaseAttention(keras.layers.Layer):
                         f"The layer was built with {symbol}={dim}.",
                     )
 
+    def _check_per_key(self, name, tensor, value_shape, what):
+        """(batch, T_v) tensors: value_mask, previous weights, noise."""
+        shape = tuple(tensor.shape)
+        if len(shape) != 2 or not all(
+            _same(a, b) for a, b in zip(shape, tuple(value_shape)[:2], strict=True)
+        ):
+            raise _arg_error(name, f"(batch, T_v)={shape_str(value_shape[:2])}, {what}", shape)
+
     def _check_masks(self, query_shape, value_shape, query_mask, value_mask):
         if value_mask is not None:
-            shape = tuple(value_mask.shape)
-            if len(shape) != 2 or not all(
-                _same(a, b) for a, b in zip(shape, value_shape[:2], strict=True)
-            ):
-                raise _arg_error(
-                    "value_mask",
-                    f"(batch, T_v)={shape_str(value_shape[:2])}, one boolean per key",
-                    shape,
-                )
+            self._check_per_key("value_mask", value_mask, value_shape, "one boolean per key")
         if query_mask is not None:
             shape = tuple(query_mask.shape)
-            expected = tuple(query_shape[:-1])
+            expected = tuple(query_shape)[:-1]
             if len(shape) != len(expected) or not all(
                 _same(a, b) for a, b in zip(shape, expected, strict=True)
             ):
@@ -185,27 +205,276 @@ class BaseAttention(keras.layers.Layer):
                     shape,
                 )
 
-    # ------------------------------------------------------------------ call
+    def _check_processed_keys(self, processed_keys, value_shape):
+        pk_shape = tuple(processed_keys.shape)
+        if len(pk_shape) < 3 or not all(
+            _same(a, b) for a, b in zip(pk_shape[:2], tuple(value_shape)[:2], strict=True)
+        ):
+            raise _arg_error(
+                "processed_keys",
+                f"(batch, T_v, ...) with (batch, T_v)={shape_str(value_shape[:2])} "
+                "as in `value`, as returned by precompute_keys(key)",
+                pk_shape,
+            )
+
+    def _check_state(self, attention_state, value_shape):
+        keys = tuple(self.attention_state_keys)
+        if not isinstance(attention_state, dict) or set(attention_state) != set(keys):
+            received = (
+                sorted(attention_state) if isinstance(attention_state, dict) else attention_state
+            )
+            raise ValueError(
+                "Invalid value for argument `attention_state`. Expected a dict with "
+                f"the keys {list(keys)}, as returned by initial_attention_state. "
+                f"Received: attention_state={received!r}"
+            )
+        for key in keys:
+            self._check_state_entry(key, attention_state[key], value_shape)
+
+    def _check_state_entry(self, key, tensor, value_shape):
+        """Every state entry has the batch as its first axis."""
+        shape = tuple(tensor.shape)
+        if len(shape) < 1 or not _same(shape[0], value_shape[0]):
+            raise _arg_error(
+                f"attention_state['{key}']",
+                f"(batch, ...) with batch={value_shape[0]} as in `value`",
+                shape,
+            )
+
+    # ----------------------------------------------------------------- state
+
+    def initial_attention_state(self, memory, value_mask=None):
+        """The attention state before the first step.
+
+        Args:
+            memory: the values, (batch, T_v, d_v), or any tensor whose first two
+                dimensions are (batch, T_v); or a `(batch_size, T_v)` tuple.
+            value_mask: optional bool (batch, T_v).
+
+        Returns:
+            A dict with the keys `attention_state_keys`: empty for a layer
+            without state; zeros of (batch, T_v) in `state_dtype` here (a
+            subclass may start elsewhere, or hold other shapes).
+        """
+        if not self.attention_state_keys:
+            return {}
+        zeros = self._zeros_per_key(memory)
+        return {key: zeros for key in self.attention_state_keys}
+
+    def _zeros_per_key(self, memory):
+        if isinstance(memory, (tuple, list)):
+            return ops.zeros(tuple(memory), dtype=self.state_dtype)  # (B, T_v)
+        if len(memory.shape) not in (2, 3):
+            raise _arg_error(
+                "memory",
+                "(batch, T_v, d_v), (batch, T_v) or a (batch_size, T_v) tuple",
+                memory.shape,
+            )
+        if len(memory.shape) == 3:
+            memory = memory[:, :, 0]  # (B, T_v)
+        return ops.zeros_like(ops.cast(memory, self.state_dtype))  # (B, T_v)
+
+    def step_noise(self, shape, training=None):
+        """Draws the random inputs of many steps before a loop, or None.
+
+        A loop over time (a scan) must not draw inside its body (on JAX the
+        draw leaks a tracer): a decoder draws the noise of all its steps here,
+        with `shape` = (T, batch, T_v), and passes one slice along the first
+        axis to `attend_step` at each step. None when the layer draws nothing
+        (this base class).
+        """
+        return None
+
+    # ------------------------------------------------------------------ step
 
     def precompute_keys(self, key):
-        """Projects the keys once, for reuse at every decoder step.
+        """Projects the keys once, for every step (default: the keys themselves).
 
         Args:
             key: (batch, T_v, d_k).
 
         Returns:
-            The processed keys that `attend` takes; their shape depends on the
-            score (see the class docstring).
+            (batch, T_v, ...): what `step_weights` reads as `processed_keys`.
         """
-        raise self._not_implemented("precompute_keys(key)")
+        return ops.cast(key, self.compute_dtype)
 
-    def _score(self, query, processed_keys):
-        """(batch, T_q, d_q) query → (batch, num_heads, T_q, T_v) scores.
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        """One step's weights: (batch, d_q) query → `(weights (batch, T_v), new state)`.
 
-        The scores may have another float dtype than the compute dtype (float32
-        where float16 would overflow); the weights are cast back.
+        Args:
+            query: (batch, d_q) in the compute dtype, zero at padded steps.
+            processed_keys: from `precompute_keys`, zero at masked keys.
+            state: the attention state dict (empty without state), in
+                `state_dtype`.
+            value_mask: optional bool (batch, T_v): the weights must be zero
+                where it is False.
+            training: whether the step is in training.
+            noise: this step's slice of `step_noise(...)`, or None.
         """
-        raise self._not_implemented("_score(query, processed_keys)")
+        raise self._not_implemented(
+            "step_weights(query, processed_keys, state, value_mask, training, noise)"
+        )
+
+    def attend_step(
+        self,
+        query,
+        value,
+        processed_keys,
+        attention_state,
+        value_mask=None,
+        query_mask=None,
+        training=None,
+        noise=None,
+        *,
+        _memory_zeroed=False,
+    ):
+        """One step: attends with keys from `precompute_keys` and the previous state.
+
+        Args:
+            query: (batch, d_q), the decoder state of this step.
+            value: (batch, T_v, d_v).
+            processed_keys: from `precompute_keys(key)`, (batch, T_v, ...).
+            attention_state: the dict returned by `initial_attention_state` or
+                by the previous step (empty for a layer without state).
+            value_mask: optional bool (batch, T_v); masked keys get weight 0
+                and are never read.
+            query_mask: optional bool (batch,); a padded step gives zero
+                context and weights and passes the state on unchanged.
+            training: whether the step is in training (dropout, noise).
+            noise: optional slice of `step_noise(...)` for this step, used
+                instead of a draw here.
+
+        Returns:
+            `(context, weights, new_state)`: context (batch, d_v) and weights
+            (batch, T_v) in the compute dtype (for a layer with several heads,
+            their average); the new state dict.
+        """
+        dtype = self.compute_dtype
+        query = ops.cast(query, dtype)
+        value = ops.cast(value, dtype)
+        self._check_step_inputs(query, value, processed_keys, value_mask, query_mask)
+        self._check_state(attention_state, value.shape)
+        if not _memory_zeroed:
+            # 0 · NaN is NaN: what the mask removes is zeroed before any product.
+            value = zero_masked(value, value_mask)
+            processed_keys = zero_masked(processed_keys, value_mask)
+        # A padded step's query is never read either (its gradient stays finite).
+        query = zero_masked(query, query_mask)
+        state = {
+            key: self._masked_state(ops.cast(attention_state[key], self.state_dtype), value_mask)
+            for key in self.attention_state_keys
+        }
+        weights, new_state = self.step_weights(
+            query, processed_keys, state, value_mask, training, noise
+        )  # (B, T_v)
+        self._check_step_weights(weights, value.shape)
+        weights = ops.cast(weights, dtype)
+        context = ops.einsum("bv,bvd->bd", weights, value)  # (B, d_v)
+        if query_mask is not None:
+            keep = ops.cast(query_mask, "bool")  # (B,)
+            zero = ops.zeros((), dtype=dtype)
+            context = ops.where(keep[:, None], context, zero)
+            weights = ops.where(keep[:, None], weights, zero)
+            new_state = {
+                key: _keep_rows(keep, ops.cast(new_state[key], state[key].dtype), state[key])
+                for key in self.attention_state_keys
+            }
+        new_state = {
+            key: ops.cast(new_state[key], self.state_dtype) for key in self.attention_state_keys
+        }
+        return context, weights, new_state
+
+    def _masked_state(self, tensor, value_mask):
+        """A state entry as a step reads it (per-key entries are zeroed where masked)."""
+        return tensor
+
+    def _check_step_inputs(self, query, value, processed_keys, value_mask, query_mask):
+        if len(query.shape) != 2:
+            raise _arg_error("query", "(batch, d_q) for one step", query.shape)
+        if len(value.shape) != 3:
+            raise _arg_error("value", "(batch, T_v, d_v)", value.shape)
+        self._check_processed_keys(processed_keys, value.shape)
+        self._check_masks(query.shape, value.shape, query_mask, value_mask)
+
+    def _check_step_weights(self, weights, value_shape):
+        shape = tuple(weights.shape)
+        if len(shape) != 2 or not all(
+            _same(a, b) for a, b in zip(shape, tuple(value_shape)[:2], strict=True)
+        ):
+            raise _arg_error(
+                f"the weights returned by {type(self).__name__}.step_weights",
+                f"(batch, T_v)={shape_str(value_shape[:2])}, one weight per key",
+                shape,
+            )
+
+    def attend_sequence(
+        self,
+        query,
+        value,
+        processed_keys,
+        value_mask=None,
+        query_mask=None,
+        training=None,
+        attention_state=None,
+        *,
+        _memory_zeroed=False,
+    ):
+        """Every query of a sequence: `attend_step` over the T_q queries, carrying the state.
+
+        Args:
+            query: (batch, T_q, d_q).
+            value, processed_keys, value_mask, training: as in `attend_step`.
+            query_mask: optional bool (batch, T_q); a padded query gives zero
+                context and weights and leaves the state as it was.
+            attention_state: the state before the first query; None starts
+                from `initial_attention_state`.
+
+        Returns:
+            `(context (batch, T_q, d_v), weights (batch, T_q, T_v), last state)`.
+        """
+        dtype = self.compute_dtype
+        query = ops.cast(query, dtype)
+        value = ops.cast(value, dtype)
+        if not _memory_zeroed:
+            value = zero_masked(value, value_mask)
+            processed_keys = zero_masked(processed_keys, value_mask)
+        if attention_state is None:
+            attention_state = self.initial_attention_state(value, value_mask)
+        batch, t_v = ops.shape(value)[0], ops.shape(value)[1]
+        xs = {"query": ops.transpose(query, (1, 0, 2))}  # (T_q, B, d_q)
+        if query_mask is not None:
+            xs["mask"] = ops.transpose(ops.cast(query_mask, "bool"), (1, 0))  # (T_q, B)
+        # Drawn before the loop: no random draw inside a scan.
+        noise = self.step_noise((ops.shape(query)[1], batch, t_v), training)
+        if noise is not None:
+            xs["noise"] = noise  # (T_q, B, ...)
+        init = {
+            "state": attention_state,
+            "context": ops.zeros((batch, self.value_dim), dtype=dtype),
+            "weights": ops.zeros((batch, t_v), dtype=dtype),
+        }
+
+        def step(carry, x):
+            context, weights, new_state = self.attend_step(
+                x["query"],
+                value,
+                processed_keys,
+                carry["state"],
+                value_mask=value_mask,
+                query_mask=x.get("mask"),
+                training=training,
+                noise=x.get("noise"),
+                _memory_zeroed=True,
+            )
+            carry = {"state": new_state, "context": context, "weights": weights}
+            return carry, carry
+
+        last, ys = loops.scan(step, init, xs)
+        context = ops.transpose(ys["context"], (1, 0, 2))  # (B, T_q, d_v)
+        weights = ops.transpose(ys["weights"], (1, 0, 2))  # (B, T_q, T_v)
+        return context, weights, last["state"]
+
+    # ------------------------------------------------------------------ call
 
     def call(
         self,
@@ -220,188 +489,23 @@ class BaseAttention(keras.layers.Layer):
         key = value if key is None else key
         self._check_static_shapes(query.shape, value.shape, key.shape)
         self._check_masks(query.shape, value.shape, query_mask, value_mask)
-        # Masked keys are zeroed before the projection, not only after: a NaN
-        # there would otherwise reach the gradient of the key projection.
-        processed_keys = self.precompute_keys(zero_masked(key, value_mask))
-        context, weights = self.attend(
-            query,
-            value,
-            processed_keys,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            training=training,
-        )
+        dtype = self.compute_dtype
+        value = zero_masked(ops.cast(value, dtype), value_mask)
+        # Zeroed before the projection: a NaN there would reach its gradient.
+        processed_keys = self.precompute_keys(zero_masked(ops.cast(key, dtype), value_mask))
+        common = {"value_mask": value_mask, "training": training, "_memory_zeroed": True}
+        if len(query.shape) == 2:
+            state = self.initial_attention_state(value, value_mask)
+            context, weights, _ = self.attend_step(
+                query, value, processed_keys, state, query_mask=query_mask, **common
+            )
+        else:
+            context, weights, _ = self.attend_sequence(
+                query, value, processed_keys, query_mask=query_mask, **common
+            )
         if return_attention_scores:
             return context, weights
         return context
-
-    def attend(
-        self,
-        query,
-        value,
-        processed_keys,
-        query_mask=None,
-        value_mask=None,
-        training=None,
-        dropout_mask=None,
-        *,
-        _memory_zeroed=False,
-    ):
-        """Attends with keys already processed by `precompute_keys`.
-
-        A decoder calls `precompute_keys(memory)` once per batch and `attend`
-        at every step, so the keys are projected once, not once per step.
-        Masked values and processed keys, and padded queries, are never read:
-        a NaN or inf there does not reach the context or the weights.
-
-        Args:
-            query: (batch, T_q, d_q) or (batch, d_q).
-            value: (batch, T_v, d_v).
-            processed_keys: the output of `precompute_keys(key)`.
-            query_mask: optional bool (batch, T_q) or (batch,).
-            value_mask: optional bool (batch, T_v).
-            training: whether dropout is active.
-            dropout_mask: optional mask from `dropout_mask(...)`, of the shape
-                of the returned weights, used instead of a draw here (and
-                whatever `training` says). Inside a loop over time (a scan),
-                pass masks drawn before the loop: a random draw inside a JAX
-                scan leaks a tracer.
-
-        Returns:
-            `(context, weights)`: context (batch, T_q, d_v) or (batch, d_v);
-            weights (batch, T_q, T_v) or (batch, T_v), with a heads axis after
-            batch when num_heads > 1.
-        """
-        dtype = self.compute_dtype
-        query = ops.cast(query, dtype)
-        value = ops.cast(value, dtype)
-        pk_shape = tuple(processed_keys.shape)
-        if len(pk_shape) < 3 or not all(
-            _same(a, b) for a, b in zip(pk_shape[:2], value.shape[:2], strict=True)
-        ):
-            raise _arg_error(
-                "processed_keys",
-                f"(batch, T_v, ...) with (batch, T_v)={shape_str(value.shape[:2])} "
-                "as in `value`, as returned by precompute_keys(key)",
-                pk_shape,
-            )
-        self._check_masks(query.shape, value.shape, query_mask, value_mask)
-        if dropout_mask is not None:
-            self._check_dropout_mask(query.shape, value.shape, dropout_mask.shape)
-        single_step = len(query.shape) == 2
-        if single_step:
-            query = ops.expand_dims(query, 1)  # (B, 1, d_q)
-            if query_mask is not None:
-                query_mask = ops.expand_dims(query_mask, 1)  # (B, 1)
-        # The masked weights are exactly 0, but 0 · NaN is NaN: what a mask
-        # removes is zeroed before any product, so that it is never read.
-        if not _memory_zeroed:
-            # (A decoder zeroes its memory once per batch, before projecting the
-            # keys, and passes `_memory_zeroed=True` at every step.)
-            value = zero_masked(value, value_mask)
-            processed_keys = zero_masked(processed_keys, value_mask)
-        query = zero_masked(query, query_mask)
-
-        scores = self._score(query, processed_keys)  # (B, H, T_q, T_v)
-        mask = None
-        if value_mask is not None:
-            mask = ops.cast(value_mask, "bool")[:, None, None, :]  # (B, 1, 1, T_v)
-        weights = masked_softmax(scores, mask, axis=-1)  # (B, H, T_q, T_v)
-        weights = ops.cast(weights, dtype)
-        if dropout_mask is None:
-            weights = self.weights_dropout(weights, training=training)
-        else:
-            keep = ops.cast(dropout_mask, dtype)  # 0 or 1 / (1 - rate)
-            if single_step:
-                keep = ops.expand_dims(keep, -2)  # (B, [H,] 1, T_v)
-            if self.num_heads == 1:
-                keep = ops.expand_dims(keep, 1)  # (B, 1, T_q, T_v)
-            weights = weights * keep
-
-        batch = ops.shape(value)[0]
-        t_v = ops.shape(value)[1]
-        t_q = ops.shape(query)[1]
-        if value.shape[0] is not None:
-            # A static batch (an exported model's): an unknown time axis is
-            # reshaped as -1, not as a length read at run time, so the shapes
-            # stay constants even with a dynamic source length.
-            t_v = value.shape[1] if value.shape[1] is not None else -1
-            t_q = query.shape[1] if query.shape[1] is not None else -1
-        heads = self.num_heads
-        value_heads = ops.reshape(
-            value, (batch, t_v, heads, self.value_dim // heads)
-        )  # (B, T_v, H, d_v / H)
-        context = ops.einsum("bhqv,bvhd->bqhd", weights, value_heads)
-        context = ops.reshape(context, (batch, t_q, self.value_dim))  # (B, T_q, d_v)
-
-        if query_mask is not None:
-            # Padded query rows attend to nothing: zero weights, zero context.
-            keep = ops.cast(query_mask, "bool")  # (B, T_q)
-            zero = ops.zeros((), dtype=dtype)
-            context = ops.where(keep[:, :, None], context, zero)
-            weights = ops.where(keep[:, None, :, None], weights, zero)
-        if heads == 1:
-            weights = ops.squeeze(weights, 1)  # (B, T_q, T_v)
-            if single_step:
-                weights = ops.squeeze(weights, 1)  # (B, T_v)
-        elif single_step:
-            weights = ops.squeeze(weights, 2)  # (B, H, T_v)
-        if single_step:
-            context = ops.squeeze(context, 1)  # (B, d_v)
-        return context, weights
-
-    def dropout_mask(self, shape, training=None):
-        """Draws a dropout mask of the attention weights, for `attend`.
-
-        A decoder draws the masks of all its steps at once, before its loop,
-        and passes one to `attend` at each step (as Keras' RNN layers do with
-        their dropout masks): the same training on every backend, and no
-        random draw inside a JAX scan.
-
-        Args:
-            shape: the shape of the mask, e.g. (T_dec, batch, T_v) for the
-                single-step weights (batch, T_v) of T_dec steps, or
-                (T_dec, batch, num_heads, T_v) with several heads.
-            training: whether dropout is active.
-
-        Returns:
-            None when nothing is dropped (not training, or `dropout=0`);
-            otherwise a tensor of `shape` in the compute dtype, 0 where a
-            weight is dropped and 1 / (1 - dropout) elsewhere.
-        """
-        if not training or self.dropout == 0.0:
-            return None
-        ones = ops.ones(shape, dtype=self.compute_dtype)
-        # The sub-layer's seed generator: the layer's `seed` and its state in
-        # a `.keras` file serve both routes.
-        return keras.random.dropout(ones, self.dropout, seed=self.weights_dropout.seed_generator)
-
-    def _check_dropout_mask(self, query_shape, value_shape, mask_shape):
-        weights_shape = (query_shape[0],)
-        symbols = "(batch,"
-        if self.num_heads > 1:
-            weights_shape += (self.num_heads,)
-            symbols += " num_heads,"
-        if len(query_shape) == 3:
-            weights_shape += (query_shape[1],)
-            symbols += " T_q,"
-        weights_shape += (value_shape[1],)
-        symbols += " T_v)"
-        mask_shape = tuple(mask_shape)
-        if len(mask_shape) != len(weights_shape) or not all(
-            _same(a, b) for a, b in zip(mask_shape, weights_shape, strict=True)
-        ):
-            raise _arg_error(
-                "dropout_mask",
-                f"{symbols}={shape_str(weights_shape)}, the shape of the weights",
-                mask_shape,
-            )
-
-    def compute_output_shape(
-        self, query_shape, value_shape, key_shape=None, return_attention_scores=False
-    ):
-        context_shape = tuple(query_shape[:-1]) + (value_shape[-1],)
-        return context_shape
 
     def compute_output_spec(
         self,
@@ -416,18 +520,18 @@ class BaseAttention(keras.layers.Layer):
         key = value if key is None else key
         self._check_static_shapes(query.shape, value.shape, key.shape)
         self._check_masks(query.shape, value.shape, query_mask, value_mask)
-        context_shape = tuple(query.shape[:-1]) + (value.shape[-1],)
-        context = keras.KerasTensor(context_shape, dtype=self.compute_dtype)
+        dtype = self.compute_dtype
+        context = keras.KerasTensor(tuple(query.shape[:-1]) + (value.shape[-1],), dtype=dtype)
         if not return_attention_scores:
             return context
-        weights_shape = (query.shape[0],)
-        if self.num_heads > 1:
-            weights_shape += (self.num_heads,)
-        weights_shape += tuple(query.shape[1:-1]) + (value.shape[1],)
-        weights = keras.KerasTensor(weights_shape, dtype=self.compute_dtype)
-        return context, weights
+        weights_shape = tuple(query.shape[:-1]) + (value.shape[1],)
+        return context, keras.KerasTensor(weights_shape, dtype=dtype)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update({"num_heads": self.num_heads, "dropout": self.dropout, "seed": self.seed})
-        return config
+    def compute_output_shape(self, query_shape, value_shape, key_shape=None, **kwargs):
+        return tuple(query_shape[:-1]) + (value_shape[-1],)
+
+
+def _keep_rows(keep, new, old):
+    """`new` where `keep` (batch,) is True, `old` elsewhere, for a tensor of any rank."""
+    keep = ops.reshape(keep, (-1,) + (1,) * (len(new.shape) - 1))
+    return ops.where(keep, new, old)

@@ -131,7 +131,7 @@ class BaseMonotonicAttention(BaseAlignmentAttention):
             return None
         return keras.random.normal(shape, dtype=self.state_dtype, seed=self.seed_generator)
 
-    def _step_weights(self, query, processed_keys, state, value_mask, training, noise):
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
         dtype = self.state_dtype
         energy = ops.cast(self._energy(query, processed_keys), dtype)  # (B, T_v)
         energy = energy + ops.cast(self.energy_bias, dtype)

@@ -147,7 +147,7 @@ class LocationSensitiveAttention(BaseAlignmentAttention):
         key = ops.cast(key, self.compute_dtype)
         return project(key, ops.cast(self.key_kernel, self.compute_dtype))
 
-    def _step_weights(self, query, processed_keys, state, value_mask, training, noise):
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
         dtype = self.compute_dtype
         previous = state["cumulative"] if self.cumulative else state["alignment"]  # (B, T_v)
         # The convolution runs in the state dtype (float32 under mixed

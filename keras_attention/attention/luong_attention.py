@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_attention.attention.additive_score import additive_score
-from keras_attention.attention.base_attention import BaseAttention
+from keras_attention.attention.content_attention import ContentAttention
 from keras_attention.masking import project
 from keras_attention.masking import shape_str
 from keras_attention.validation import check_positive_int
@@ -13,7 +13,7 @@ _SCORE_MODES = ("dot", "general", "concat")
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class LuongAttention(BaseAttention):
+class LuongAttention(ContentAttention):
     """The attention scores of Luong, Pham and Manning (2015).
 
     - `score_mode="dot"`: e_i = qᵀ k_i (needs d_q == d_k).

@@ -6,7 +6,7 @@ layer wraps a trained content-only attention layer, lets it compute its
 weights, and replaces them (docs/attention_is_not_explanation.md).
 
 The decoders know nothing of it: they call its `precompute_keys`,
-`dropout_mask` and `attend` as they call any attention layer's.
+`step_noise` and `attend_step` as they call any attention layer's.
 `overridden_decoder` gives a copy of a trained decoder whose attention is
 wrapped; the translation toolkit's `explain` command decodes with one.
 """
@@ -14,14 +14,14 @@ wrapped; the translation toolkit's `explain` command decodes with one.
 import keras
 from keras import ops
 
-from keras_attention.attention.base_attention import BaseAttention
+from keras_attention.attention.content_attention import ContentAttention
 from keras_attention.masking import zero_masked
 
 MODES = ("uniform", "permute")
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class OverriddenAttention(BaseAttention):
+class OverriddenAttention(ContentAttention):
     """A content-only attention layer whose weights are replaced.
 
     The wrapped layer computes its weights (with its masks and dropout); then
@@ -223,14 +223,14 @@ def _permute(weights, keep, keys):
 
 
 def _check_attention(attention):
-    if getattr(attention, "stateful_attention", False):
+    if isinstance(attention, keras.layers.Layer) and getattr(attention, "attention_state_keys", ()):
         raise ValueError(
             "Invalid value for argument `attention`. Overriding the weights needs a "
             "content-only attention layer (BahdanauAttention or LuongAttention): "
             f"{type(attention).__name__} computes each step's weights from its own "
             f"previous ones. Received: attention={attention!r}"
         )
-    if not isinstance(attention, BaseAttention):
+    if not isinstance(attention, ContentAttention):
         raise ValueError(
             "Invalid value for argument `attention`. Expected a content-only attention "
             "layer of keras_attention (BahdanauAttention or LuongAttention). "

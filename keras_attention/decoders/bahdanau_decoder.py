@@ -194,7 +194,7 @@ class BahdanauDecoder(BaseDecoder):
 
         def step(carry, inputs):
             prev = carry["state"]
-            prev_attention = carry.get("attention")  # a stateful attention's state
+            prev_attention = carry["attention"]  # the attention's state ({} if none)
             new, context, weights, attention_state = self._recurrence(
                 inputs["x"],
                 prev,
@@ -207,7 +207,6 @@ class BahdanauDecoder(BaseDecoder):
                     attention_state,
                     training,
                     # Drawn before the loop.
-                    dropout_mask=inputs.get("dropout_mask"),
                     attention_noise=inputs.get("attention_noise"),
                 ),
                 cell_weights,
@@ -222,10 +221,7 @@ class BahdanauDecoder(BaseDecoder):
             # `scan` stacks outputs of the carry's structure: the
             # step's outputs travel in the carry.
             carry = {"state": new, "context": context, "weights": weights}
-            if attention_state is not None:
-                carry["attention"] = self._keep_attention_state(
-                    keep, attention_state, prev_attention
-                )
+            carry["attention"] = self._keep_attention_state(keep, attention_state, prev_attention)
             return carry, carry
 
         batch, t_enc = ops.shape(memory)[0], ops.shape(memory)[1]
@@ -234,8 +230,7 @@ class BahdanauDecoder(BaseDecoder):
             "context": ops.zeros((batch, self.memory_dim), dtype=dtype),
             "weights": ops.zeros((batch, t_enc), dtype=dtype),
         }
-        if prepared.attention_state is not None:
-            init["attention"] = prepared.attention_state  # (B, T_enc) each
+        init["attention"] = prepared.attention_state  # (B, ...) each; {} if none
         last, stacked = scan(step, init, prepared.xs)
         self._reset_cell_dropout_masks()
         # s_t: the cell's output, held in its output state.

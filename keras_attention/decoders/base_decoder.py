@@ -12,11 +12,11 @@ steps instead of once per step. Any other Keras RNN cell (`cell=`) is called
 as it is at every step, on the concatenation of its inputs, with its flat list
 of states.
 
-Two kinds of attention. A content-only layer (`BahdanauAttention`,
-`LuongAttention`) scores the keys against the query alone. A stateful one
-(`LocationSensitiveAttention`, the monotonic layers) also reads its own state
-(the previous weights): the loop carries that state, and `get_decode_state`
-holds it under "attention_<key>".
+Any attention layer, through the one contract of `BaseAttention`: the loop
+carries the layer's state (the empty dict for a content-only layer such as
+`BahdanauAttention`; the previous weights for `LocationSensitiveAttention`
+and the monotonic layers; whatever a layer of one's own keeps), and
+`get_decode_state` holds it under "attention_<key>".
 """
 
 import copy
@@ -25,7 +25,6 @@ import dataclasses
 import keras
 from keras import ops
 
-from keras_attention.attention.base_alignment_attention import BaseAlignmentAttention
 from keras_attention.attention.base_attention import BaseAttention
 from keras_attention.masking import dims_compatible as _same
 from keras_attention.masking import shape_error as _shape_error
@@ -44,17 +43,16 @@ class _SequenceInputs:
         memory: (B, T_enc, d_h) in the compute dtype, zero where masked.
         state: the initial recurrent state, a tuple of (B, size) tensors.
         processed_keys: `attention.precompute_keys(memory)`, once per batch.
-        attention_state: a stateful attention's initial state (a dict of
-            (B, T_enc) tensors), else None.
+        attention_state: the attention's initial state (a dict, empty for
+            a content-only layer).
         cell_weights: the built-in cell's weights from `_cell_weights`, else
             None.
         step_mask: (B, T) bool, False at padded target steps.
         xs: what the scan slices, time-major: "x", the cell's input
             projection (T, B, G·u) (the embeddings (T, B, d_emb) for a cell
             given with `cell=`); "mask" (T, B); when the attention draws
-            anything per step, "dropout_mask", what `attention.dropout_mask`
-            returned (T, B, [H,] T_enc); for a stateful attention that draws
-            noise, "attention_noise" (T, B, T_enc).
+            anything per step (dropout, noise), "attention_noise", what
+            `attention.step_noise` returned for all steps.
     """
 
     target_embeddings: object
@@ -127,12 +125,14 @@ class BaseDecoder(keras.layers.Layer):
                 )
         if isinstance(attention, dict):
             attention = keras.saving.deserialize_keras_object(attention)
-        if not isinstance(attention, BaseAttention | BaseAlignmentAttention):
+        if not isinstance(attention, BaseAttention):
             raise ValueError(
-                "Invalid value for argument `attention`. Expected a layer of "
-                "keras_attention (BahdanauAttention or LuongAttention, or a stateful "
-                "LocationSensitiveAttention, BahdanauMonotonicAttention or "
-                f"LuongMonotonicAttention). Received: attention={attention!r}"
+                "Invalid value for argument `attention`. Expected an attention layer "
+                "of keras_attention: BahdanauAttention or LuongAttention, a stateful "
+                "LocationSensitiveAttention, BahdanauMonotonicAttention, "
+                "LuongMonotonicAttention or GMMAttention, or a layer of one's own that "
+                "subclasses BaseAttention (docs/custom_attention.md). "
+                f"Received: attention={attention!r}"
             )
         self.units = units
         self.cell_type = None if cell is not None else cell_type
@@ -147,7 +147,6 @@ class BaseDecoder(keras.layers.Layer):
         else:
             self._state_sizes = keras.tree.flatten(cell.state_size)
             self._output_state = _output_state_index(cell)
-        self._stateful_attention = bool(getattr(attention, "stateful_attention", False))
         self.supports_masking = True
         self.embedding_dim = None
         self.memory_dim = None
@@ -315,20 +314,16 @@ class BaseDecoder(keras.layers.Layer):
         memory_mask,
         attention_state,
         training,
-        dropout_mask=None,
         attention_noise=None,
     ):
         """The attention of one step: `(context, weights, new attention state)`.
 
-        attention_state: the dict of a stateful layer (None for a content-only
-        one, which `_attend` serves); attention_noise: its (B, T_enc) slice of
-        `step_noise`, drawn before the loop.
+        attention_state: the layer's state dict (empty for a content-only
+        layer); attention_noise: this step's slice of `step_noise`, drawn
+        before the loop.
         """
-        if not self._stateful_attention:
-            context, weights = self._attend(
-                query, memory, processed_keys, memory_mask, training, dropout_mask
-            )
-            return context, weights, None
+        # The memory was zeroed where masked (`_sequence_inputs`,
+        # `get_decode_state`) and the keys projected from it: finite there.
         context, weights, new_state = self.attention.attend_step(
             query,
             memory,
@@ -339,48 +334,42 @@ class BaseDecoder(keras.layers.Layer):
             noise=attention_noise,
             _memory_zeroed=True,
         )
+        # An attention layer with another policy (float32 inside a
+        # mixed_float16 decoder) must not change the dtype of the loop carry.
         context = ops.cast(context, self.compute_dtype)
         weights = ops.cast(weights, self.compute_dtype)
         return context, weights, new_state
 
     def _attention_state_keys(self):
-        """The keys of the attention state in the decode state ([] when content-only)."""
-        if not self._stateful_attention:
-            return []
+        """The keys of the attention state in the decode state."""
         return [f"attention_{key}" for key in self.attention.attention_state_keys]
 
     @staticmethod
     def _keep_attention_state(keep, new, previous):
         """A padded target step (keep False, (B, 1)) leaves the attention state as it was."""
-        if previous is None:
-            return None
-        return {key: ops.where(keep, new[key], previous[key]) for key in previous}
+        kept = {}
+        for key in previous:
+            shape = (-1,) + (1,) * (len(previous[key].shape) - 1)
+            kept[key] = ops.where(ops.reshape(keep, shape), new[key], previous[key])
+        return kept
 
-    def _attend(self, query, memory, processed_keys, memory_mask, training, dropout_mask=None):
-        """The attention of one step (or of all steps at once).
+    def _attend_sequence(self, queries, memory, processed_keys, memory_mask, step_mask, training):
+        """The attention of every step at once: `(contexts, weights)`, (B, T, ·).
 
-        dropout_mask: what `attention.dropout_mask` drew before the loop
-        (`_sequence_inputs`) for a step inside it; None draws it here.
+        The layer's own sequence form: parallel for a content-only layer, a
+        loop carrying the state for a stateful one. A padded step (step_mask
+        False) gives zero context and weights.
         """
-        # The memory was zeroed where masked (`_sequence_inputs`,
-        # `get_decode_state`) and the keys projected from it: finite there.
-        context, weights = self.attention.attend(
-            query,
+        contexts, weights, _ = self.attention.attend_sequence(
+            queries,
             memory,
             processed_keys,
             value_mask=memory_mask,
+            query_mask=step_mask,
             training=training,
-            dropout_mask=dropout_mask,
             _memory_zeroed=True,
         )
-        # An attention layer with another policy (float32 inside a
-        # mixed_float16 decoder) must not change the dtype of the loop carry.
-        context = ops.cast(context, self.compute_dtype)
-        weights = ops.cast(weights, self.compute_dtype)
-        if len(weights.shape) > len(query.shape):
-            # Several heads: report the head average, the alignment a plot shows.
-            weights = ops.mean(weights, axis=1)
-        return context, weights
+        return ops.cast(contexts, self.compute_dtype), ops.cast(weights, self.compute_dtype)
 
     # -------------------------------------------------------------- checks
 
@@ -556,7 +545,7 @@ class BaseDecoder(keras.layers.Layer):
 
         Returns a `_SequenceInputs`. With `training`, the dropout masks of a
         cell given with `cell=` are drawn here too; `call` clears them after
-        its loop. The attention's per-step draws (`xs["dropout_mask"]`) are
+        its loop. The attention's per-step draws (`xs["attention_noise"]`) are
         made only with `attend_in_loop`.
         """
         self._check_inputs(
@@ -586,17 +575,11 @@ class BaseDecoder(keras.layers.Layer):
         # every backend, and no draw inside a scan (on JAX it leaks a tracer).
         t_enc = ops.shape(memory)[1]
         self._cell_dropout_masks(batch, self.embedding_dim + self._cell_extra_dim(), training)
-        attention_state = None
-        if self._stateful_attention:
-            attention_state = self.attention.initial_attention_state(memory, memory_mask)
+        attention_state = self.attention.initial_attention_state(memory, memory_mask)
+        if attend_in_loop:
             noise = self.attention.step_noise((steps, batch, t_enc), training)
             if noise is not None:
-                xs["attention_noise"] = noise  # (T, B, T_enc)
-        elif attend_in_loop:
-            heads = (self.attention.num_heads,) if self.attention.num_heads > 1 else ()
-            dropout_mask = self.attention.dropout_mask((steps, batch) + heads + (t_enc,), training)
-            if dropout_mask is not None:
-                xs["dropout_mask"] = dropout_mask  # (T, B, [H,] T_enc) leaves
+                xs["attention_noise"] = noise  # (T, B, ...) leaves
         return _SequenceInputs(
             target_embeddings=target_embeddings,
             memory=memory,
@@ -709,19 +692,16 @@ class BaseDecoder(keras.layers.Layer):
             "memory_mask": ops.cast(memory_mask, self.compute_dtype),
         }
         decode_state.update(zip(self._state_keys(), state, strict=True))
-        if self._stateful_attention:
-            initial = self.attention.initial_attention_state(memory, ops.cast(memory_mask, "bool"))
-            for key in self.attention.attention_state_keys:
-                decode_state[f"attention_{key}"] = initial[key]  # (B, T_enc)
+        initial = self.attention.initial_attention_state(memory, ops.cast(memory_mask, "bool"))
+        for key in self.attention.attention_state_keys:
+            decode_state[f"attention_{key}"] = initial[key]  # (B, ...)
         return decode_state
 
     def _decode_state_tuple(self, decode_state):
         return tuple(decode_state[key] for key in self._state_keys())
 
     def _decode_attention_state(self, decode_state):
-        """The stateful attention's state dict in a decode state (None when content-only)."""
-        if not self._stateful_attention:
-            return None
+        """The attention's state dict in a decode state (empty for a content-only layer)."""
         return {
             key: decode_state[f"attention_{key}"] for key in self.attention.attention_state_keys
         }
@@ -729,9 +709,8 @@ class BaseDecoder(keras.layers.Layer):
     def _with_state(self, decode_state, state, attention_state=None):
         new = dict(decode_state)
         new.update(zip(self._state_keys(), state, strict=True))
-        if attention_state is not None:
-            for key, value in attention_state.items():
-                new[f"attention_{key}"] = value
+        for key, value in (attention_state or {}).items():
+            new[f"attention_{key}"] = value
         return new
 
     def get_config(self):

@@ -144,9 +144,10 @@ class LuongDecoder(BaseDecoder):
         memory_mask=None,
         training=None,
     ):
-        # Without input feeding a content-only attention runs once, after the
-        # loop; a stateful one reads its previous weights, so it stays inside.
-        parallel = not self.input_feeding and not self._stateful_attention
+        # Without input feeding the recurrence never reads the attention: it
+        # runs alone, and the attention's own sequence form runs after it (in
+        # parallel for a content-only layer, step by step for a stateful one).
+        parallel = not self.input_feeding
         prepared = self._sequence_inputs(
             target_embeddings,
             memory,
@@ -183,15 +184,15 @@ class LuongDecoder(BaseDecoder):
             self._reset_cell_dropout_masks()
             queries = stacked["output"] if not self._builtin_cell else stacked["state"][0]
             states = ops.transpose(queries, (1, 0, 2))  # (B, T, units)
-            contexts, weights = self._attend(
-                states, memory, processed_keys, memory_mask, training
+            contexts, weights = self._attend_sequence(
+                states, memory, processed_keys, memory_mask, prepared.step_mask, training
             )  # query = s_t for every t: (B, T, d_h), (B, T, T_enc)
             outputs = self._combine(contexts, states)
             return outputs * keep_steps, weights * keep_steps, self._state_output(last["state"])
 
         def step(carry, inputs):
             prev = carry["state"]
-            prev_attention = carry.get("attention")  # a stateful attention's state
+            prev_attention = carry["attention"]  # the attention's state ({} if none)
             feed = carry["outputs"] if self.input_feeding else None  # h̃_{t-1}
             output, new = self._cell_step(inputs["x"], feed, prev, cell_weights, training)
             context, weights, attention_state = self._attend_step(
@@ -202,7 +203,6 @@ class LuongDecoder(BaseDecoder):
                 prev_attention,
                 training,
                 # Drawn before the loop.
-                dropout_mask=inputs.get("dropout_mask"),
                 attention_noise=inputs.get("attention_noise"),
             )
             attentional = self._combine(context, output)  # h̃_t
@@ -214,10 +214,7 @@ class LuongDecoder(BaseDecoder):
                 "outputs": ops.where(keep, attentional, carry["outputs"]),
                 "weights": ops.where(keep, weights, ops.zeros_like(weights)),
             }
-            if attention_state is not None:
-                carry["attention"] = self._keep_attention_state(
-                    keep, attention_state, prev_attention
-                )
+            carry["attention"] = self._keep_attention_state(keep, attention_state, prev_attention)
             return carry, carry
 
         init = {
@@ -225,8 +222,7 @@ class LuongDecoder(BaseDecoder):
             "outputs": ops.zeros((batch, self.attentional_units), dtype=dtype),
             "weights": ops.zeros((batch, t_enc), dtype=dtype),
         }
-        if prepared.attention_state is not None:
-            init["attention"] = prepared.attention_state  # (B, T_enc) each
+        init["attention"] = prepared.attention_state  # (B, ...) each; {} if none
         last, stacked = scan(step, init, prepared.xs)
         self._reset_cell_dropout_masks()
         outputs = ops.transpose(stacked["outputs"], (1, 0, 2))  # (B, T, units)

@@ -1,0 +1,412 @@
+"""`ContentAttention`: attention whose weights depend on the query and keys alone.
+
+`BahdanauAttention` and `LuongAttention` score each key against the query
+(`_score`) and softmax the scores: no state passes from one decoder step to
+the next, so a whole sequence of queries is attended at once (`call`,
+`attend_sequence`), in parallel. This class adds what they share to the
+contract of `BaseAttention`: heads, dropout on the weights, and the parallel
+path.
+"""
+
+import keras
+from keras import ops
+
+from keras_attention.attention.base_attention import BaseAttention
+from keras_attention.masking import dims_compatible as _same
+from keras_attention.masking import masked_softmax
+from keras_attention.masking import shape_error as _arg_error
+from keras_attention.masking import shape_str
+from keras_attention.masking import zero_masked
+from keras_attention.validation import check_positive_int
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class ContentAttention(BaseAttention):
+    """Base class of the content-only attention layers: heads, dropout, parallel queries.
+
+    Not used directly (a `TypeError` says to use `BahdanauAttention` or
+    `LuongAttention`). Subclasses implement `build_score(d_q, d_k)`,
+    `precompute_keys(key)` and `_score(query, processed_keys)`.
+
+    Args:
+        num_heads: number of heads the features are split into.
+        dropout: dropout rate applied to the attention weights in training.
+        seed: seed of the dropout.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+    """
+
+    def __init__(self, num_heads=1, dropout=0.0, seed=None, **kwargs):
+        if type(self) is ContentAttention:
+            # Checked first, so a saved config of the base class fails here,
+            # and not later with a bare NotImplementedError.
+            raise TypeError(
+                "ContentAttention is the abstract base of the content-only attention "
+                "layers and cannot be used directly. Use BahdanauAttention or LuongAttention "
+                "(or a subclass that implements build_score, precompute_keys and "
+                "_score)."
+            )
+        super().__init__(**kwargs)
+        check_positive_int("num_heads", num_heads)
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(
+                "Invalid value for argument `dropout`. Expected a rate in "
+                f"[0, 1). Received: dropout={dropout!r}"
+            )
+        self.num_heads = num_heads
+        self.dropout = float(dropout)
+        self.seed = seed
+        # The sub-layer takes this layer's policy: with its own (the global one) it
+        # would cast float16 weights back to float32 under `dtype="mixed_float16"`.
+        self.weights_dropout = keras.layers.Dropout(
+            self.dropout, seed=seed, dtype=self.dtype_policy
+        )
+
+    def _check_build_shapes(self, query_shape, value_shape, key_shape):
+        if self.num_heads == 1:
+            return
+        for name, shape, expected, symbol in (
+            ("query", query_shape, "(batch, T_q, d_q) or (batch, d_q)", "d_q"),
+            ("key", key_shape, "(batch, T_v, d_k)", "d_k"),
+            ("value", value_shape, "(batch, T_v, d_v)", "d_v"),
+        ):
+            if int(shape[-1]) % self.num_heads:
+                raise _arg_error(
+                    name,
+                    f"{expected} with {symbol} a multiple of num_heads={self.num_heads}",
+                    shape,
+                )
+
+    def _not_implemented(self, method):
+        return NotImplementedError(
+            f"{type(self).__name__} must implement {method}: a subclass of "
+            "ContentAttention implements build_score, precompute_keys and _score "
+            "(a mechanism with a state implements BaseAttention's step_weights: "
+            "see docs/custom_attention.md)."
+        )
+
+    # ------------------------------------------------------- the contract
+
+    def step_noise(self, shape, training=None):
+        """The dropout masks of many steps, drawn before a loop (see `dropout_mask`).
+
+        shape: (T, batch, T_v); with several heads the masks are
+        (T, batch, num_heads, T_v).
+        """
+        shape = tuple(shape)
+        if self.num_heads > 1:
+            shape = shape[:2] + (self.num_heads,) + shape[2:]
+        return self.dropout_mask(shape, training)
+
+    def attend_step(
+        self,
+        query,
+        value,
+        processed_keys,
+        attention_state,
+        value_mask=None,
+        query_mask=None,
+        training=None,
+        noise=None,
+        *,
+        _memory_zeroed=False,
+    ):
+        """One step of the contract (see `BaseAttention.attend_step`).
+
+        The weights depend on the query and keys alone: the state is the empty
+        dict, passed on. With several heads, the weights returned are the
+        average of the heads' (the alignment a plot shows); `attend` gives
+        each head's.
+        """
+        self._check_state(attention_state, tuple(value.shape))
+        if len(query.shape) != 2:
+            raise _arg_error("query", "(batch, d_q) for one step", query.shape)
+        context, weights = self.attend(
+            query,
+            value,
+            processed_keys,
+            query_mask=query_mask,
+            value_mask=value_mask,
+            training=training,
+            dropout_mask=noise,
+            _memory_zeroed=_memory_zeroed,
+        )
+        return context, self._head_average(weights, query), {}
+
+    def attend_sequence(
+        self,
+        query,
+        value,
+        processed_keys,
+        value_mask=None,
+        query_mask=None,
+        training=None,
+        attention_state=None,
+        *,
+        _memory_zeroed=False,
+    ):
+        """Every query at once, in parallel (see `BaseAttention.attend_sequence`)."""
+        if attention_state is not None:
+            self._check_state(attention_state, tuple(value.shape))
+        context, weights = self.attend(
+            query,
+            value,
+            processed_keys,
+            query_mask=query_mask,
+            value_mask=value_mask,
+            training=training,
+            _memory_zeroed=_memory_zeroed,
+        )
+        return context, self._head_average(weights, query), {}
+
+    def _head_average(self, weights, query):
+        if len(weights.shape) > len(query.shape):
+            # Several heads: (B, H, [T_q,] T_v) → the head average.
+            return ops.mean(weights, axis=1)
+        return weights
+
+    # ------------------------------------------------------------------ call
+
+    def precompute_keys(self, key):
+        """Projects the keys once, for reuse at every decoder step.
+
+        Args:
+            key: (batch, T_v, d_k).
+
+        Returns:
+            The processed keys that `attend` takes; their shape depends on the
+            score (see the class docstring).
+        """
+        raise self._not_implemented("precompute_keys(key)")
+
+    def _score(self, query, processed_keys):
+        """(batch, T_q, d_q) query → (batch, num_heads, T_q, T_v) scores.
+
+        The scores may have another float dtype than the compute dtype (float32
+        where float16 would overflow); the weights are cast back.
+        """
+        raise self._not_implemented("_score(query, processed_keys)")
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        key = value if key is None else key
+        self._check_static_shapes(query.shape, value.shape, key.shape)
+        self._check_masks(query.shape, value.shape, query_mask, value_mask)
+        # Masked keys are zeroed before the projection, not only after: a NaN
+        # there would otherwise reach the gradient of the key projection.
+        processed_keys = self.precompute_keys(zero_masked(key, value_mask))
+        context, weights = self.attend(
+            query,
+            value,
+            processed_keys,
+            query_mask=query_mask,
+            value_mask=value_mask,
+            training=training,
+        )
+        if return_attention_scores:
+            return context, weights
+        return context
+
+    def attend(
+        self,
+        query,
+        value,
+        processed_keys,
+        query_mask=None,
+        value_mask=None,
+        training=None,
+        dropout_mask=None,
+        *,
+        _memory_zeroed=False,
+    ):
+        """Attends with keys already processed by `precompute_keys`.
+
+        A decoder calls `precompute_keys(memory)` once per batch and `attend`
+        at every step, so the keys are projected once, not once per step.
+        Masked values and processed keys, and padded queries, are never read:
+        a NaN or inf there does not reach the context or the weights.
+
+        Args:
+            query: (batch, T_q, d_q) or (batch, d_q).
+            value: (batch, T_v, d_v).
+            processed_keys: the output of `precompute_keys(key)`.
+            query_mask: optional bool (batch, T_q) or (batch,).
+            value_mask: optional bool (batch, T_v).
+            training: whether dropout is active.
+            dropout_mask: optional mask from `dropout_mask(...)`, of the shape
+                of the returned weights, used instead of a draw here (and
+                whatever `training` says). Inside a loop over time (a scan),
+                pass masks drawn before the loop: a random draw inside a JAX
+                scan leaks a tracer.
+
+        Returns:
+            `(context, weights)`: context (batch, T_q, d_v) or (batch, d_v);
+            weights (batch, T_q, T_v) or (batch, T_v), with a heads axis after
+            batch when num_heads > 1.
+        """
+        dtype = self.compute_dtype
+        query = ops.cast(query, dtype)
+        value = ops.cast(value, dtype)
+        pk_shape = tuple(processed_keys.shape)
+        if len(pk_shape) < 3 or not all(
+            _same(a, b) for a, b in zip(pk_shape[:2], value.shape[:2], strict=True)
+        ):
+            raise _arg_error(
+                "processed_keys",
+                f"(batch, T_v, ...) with (batch, T_v)={shape_str(value.shape[:2])} "
+                "as in `value`, as returned by precompute_keys(key)",
+                pk_shape,
+            )
+        self._check_masks(query.shape, value.shape, query_mask, value_mask)
+        if dropout_mask is not None:
+            self._check_dropout_mask(query.shape, value.shape, dropout_mask.shape)
+        single_step = len(query.shape) == 2
+        if single_step:
+            query = ops.expand_dims(query, 1)  # (B, 1, d_q)
+            if query_mask is not None:
+                query_mask = ops.expand_dims(query_mask, 1)  # (B, 1)
+        # The masked weights are exactly 0, but 0 · NaN is NaN: what a mask
+        # removes is zeroed before any product, so that it is never read.
+        if not _memory_zeroed:
+            # (A decoder zeroes its memory once per batch, before projecting the
+            # keys, and passes `_memory_zeroed=True` at every step.)
+            value = zero_masked(value, value_mask)
+            processed_keys = zero_masked(processed_keys, value_mask)
+        query = zero_masked(query, query_mask)
+
+        scores = self._score(query, processed_keys)  # (B, H, T_q, T_v)
+        mask = None
+        if value_mask is not None:
+            mask = ops.cast(value_mask, "bool")[:, None, None, :]  # (B, 1, 1, T_v)
+        weights = masked_softmax(scores, mask, axis=-1)  # (B, H, T_q, T_v)
+        weights = ops.cast(weights, dtype)
+        if dropout_mask is None:
+            weights = self.weights_dropout(weights, training=training)
+        else:
+            keep = ops.cast(dropout_mask, dtype)  # 0 or 1 / (1 - rate)
+            if single_step:
+                keep = ops.expand_dims(keep, -2)  # (B, [H,] 1, T_v)
+            if self.num_heads == 1:
+                keep = ops.expand_dims(keep, 1)  # (B, 1, T_q, T_v)
+            weights = weights * keep
+
+        batch = ops.shape(value)[0]
+        t_v = ops.shape(value)[1]
+        t_q = ops.shape(query)[1]
+        if value.shape[0] is not None:
+            # A static batch (an exported model's): an unknown time axis is
+            # reshaped as -1, not as a length read at run time, so the shapes
+            # stay constants even with a dynamic source length.
+            t_v = value.shape[1] if value.shape[1] is not None else -1
+            t_q = query.shape[1] if query.shape[1] is not None else -1
+        heads = self.num_heads
+        value_heads = ops.reshape(
+            value, (batch, t_v, heads, self.value_dim // heads)
+        )  # (B, T_v, H, d_v / H)
+        context = ops.einsum("bhqv,bvhd->bqhd", weights, value_heads)
+        context = ops.reshape(context, (batch, t_q, self.value_dim))  # (B, T_q, d_v)
+
+        if query_mask is not None:
+            # Padded query rows attend to nothing: zero weights, zero context.
+            keep = ops.cast(query_mask, "bool")  # (B, T_q)
+            zero = ops.zeros((), dtype=dtype)
+            context = ops.where(keep[:, :, None], context, zero)
+            weights = ops.where(keep[:, None, :, None], weights, zero)
+        if heads == 1:
+            weights = ops.squeeze(weights, 1)  # (B, T_q, T_v)
+            if single_step:
+                weights = ops.squeeze(weights, 1)  # (B, T_v)
+        elif single_step:
+            weights = ops.squeeze(weights, 2)  # (B, H, T_v)
+        if single_step:
+            context = ops.squeeze(context, 1)  # (B, d_v)
+        return context, weights
+
+    def dropout_mask(self, shape, training=None):
+        """Draws a dropout mask of the attention weights, for `attend`.
+
+        A decoder draws the masks of all its steps at once, before its loop,
+        and passes one to `attend` at each step (as Keras' RNN layers do with
+        their dropout masks): the same training on every backend, and no
+        random draw inside a JAX scan.
+
+        Args:
+            shape: the shape of the mask, e.g. (T_dec, batch, T_v) for the
+                single-step weights (batch, T_v) of T_dec steps, or
+                (T_dec, batch, num_heads, T_v) with several heads.
+            training: whether dropout is active.
+
+        Returns:
+            None when nothing is dropped (not training, or `dropout=0`);
+            otherwise a tensor of `shape` in the compute dtype, 0 where a
+            weight is dropped and 1 / (1 - dropout) elsewhere.
+        """
+        if not training or self.dropout == 0.0:
+            return None
+        ones = ops.ones(shape, dtype=self.compute_dtype)
+        # The sub-layer's seed generator: the layer's `seed` and its state in
+        # a `.keras` file serve both routes.
+        return keras.random.dropout(ones, self.dropout, seed=self.weights_dropout.seed_generator)
+
+    def _check_dropout_mask(self, query_shape, value_shape, mask_shape):
+        weights_shape = (query_shape[0],)
+        symbols = "(batch,"
+        if self.num_heads > 1:
+            weights_shape += (self.num_heads,)
+            symbols += " num_heads,"
+        if len(query_shape) == 3:
+            weights_shape += (query_shape[1],)
+            symbols += " T_q,"
+        weights_shape += (value_shape[1],)
+        symbols += " T_v)"
+        mask_shape = tuple(mask_shape)
+        if len(mask_shape) != len(weights_shape) or not all(
+            _same(a, b) for a, b in zip(mask_shape, weights_shape, strict=True)
+        ):
+            raise _arg_error(
+                "dropout_mask",
+                f"{symbols}={shape_str(weights_shape)}, the shape of the weights",
+                mask_shape,
+            )
+
+    def compute_output_shape(
+        self, query_shape, value_shape, key_shape=None, return_attention_scores=False
+    ):
+        context_shape = tuple(query_shape[:-1]) + (value_shape[-1],)
+        return context_shape
+
+    def compute_output_spec(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        key = value if key is None else key
+        self._check_static_shapes(query.shape, value.shape, key.shape)
+        self._check_masks(query.shape, value.shape, query_mask, value_mask)
+        context_shape = tuple(query.shape[:-1]) + (value.shape[-1],)
+        context = keras.KerasTensor(context_shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return context
+        weights_shape = (query.shape[0],)
+        if self.num_heads > 1:
+            weights_shape += (self.num_heads,)
+        weights_shape += tuple(query.shape[1:-1]) + (value.shape[1],)
+        weights = keras.KerasTensor(weights_shape, dtype=self.compute_dtype)
+        return context, weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"num_heads": self.num_heads, "dropout": self.dropout, "seed": self.seed})
+        return config
