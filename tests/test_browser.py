@@ -1,0 +1,302 @@
+"""The exported translator translates in a real browser, as Python LiteRT does.
+
+A tiny translator is trained for one short epoch (the `tiny` preset on 600
+pairs), exported as the page wants it (`--source-length 48 --tflite-beam`,
+float32 and int8) and the page is written beside it (`node web/build.mjs`).
+A static server on 127.0.0.1 serves that folder; headless Chromium, driven by
+puppeteer-core (`tests/browser/drive.mjs`), types sentences into the page.
+
+The references are independent of the page's JavaScript: the source ids come
+from tensorflow-text (`SubwordTokenizer`), the output ids from Python LiteRT's
+`translate` / `translate_beam` on the same model file, the text from
+`SubwordTokenizer.detokenize`.
+
+Needs Debian's `chromium` (or the browser named by `KERAS_ATTENTION_CHROMIUM`),
+Node.js and `npm ci` (node_modules/). Without them the tests skip with the
+reason; under `CI=true` that is a failure.
+"""
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from urllib.parse import unquote
+from urllib.parse import urlsplit
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from _data_paths import multi30k_dir
+
+pytestmark = pytest.mark.tensorflow
+
+ROOT = Path(__file__).resolve().parents[1]
+DRIVER = ROOT / "tests" / "browser" / "drive.mjs"
+SOURCE_LENGTH = 48
+N_SENTENCES = 8
+OOV_TEXT = "A man ☃ walks his ♞ dog."
+BLANK_TEXT = "  \t "
+
+
+def _requirements():
+    """What is missing to run a browser here, as one sentence, or None."""
+    missing = []
+    chromium = os.environ.get("KERAS_ATTENTION_CHROMIUM", "/usr/bin/chromium")
+    if not Path(chromium).exists():
+        missing.append(f"no browser at {chromium} (apt-get install -y chromium)")
+    if shutil.which("node") is None:
+        missing.append("no `node` on the PATH")
+    for package in ("puppeteer-core", "@litertjs/core"):
+        if not (ROOT / "node_modules" / package / "package.json").exists():
+            missing.append(f"node_modules/{package} is missing (npm ci)")
+    return "; ".join(missing) or None
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    reason = _requirements()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and the browser tests cannot run: {reason}")
+        pytest.skip(f"browser tests need Chromium, Node.js and npm ci: {reason}")
+    return os.environ.get("KERAS_ATTENTION_CHROMIUM", "/usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def site(chromium, tmp_path_factory):
+    """A trained tiny translator's export with the page beside it."""
+    from keras_attention.translation.export import export_run
+    from keras_attention.translation.training import train_run
+
+    folder = tmp_path_factory.mktemp("browser")
+    data = multi30k_dir()
+    if not (data / "train.en.gz").exists():
+        pytest.fail(f"Multi30k is not in {data} (see tests/_data_paths.py)")
+    run = train_run(
+        folder / "run", data_dir=data, preset="tiny", epochs=1, max_train_examples=600, seed=0
+    )
+    export_run(
+        run,
+        folder / "export",
+        variants=("float32", "int8"),
+        saved_model=False,
+        source_length=SOURCE_LENGTH,
+        tflite_beam=True,
+    )
+    site = folder / "export" / "tflite"
+    done = subprocess.run(
+        ["node", str(ROOT / "web" / "build.mjs"), str(site)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return run, site
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    """A static server of the page's folder on 127.0.0.1; records each path."""
+    _, folder = site
+    served = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format, *args):
+            served.append((self.path, args[1] if len(args) > 1 else None))
+
+    handler = functools.partial(Handler, directory=str(folder))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/index.html", served
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def translator(site):
+    from keras_attention.translation.translator import load_run
+
+    run, _ = site
+    return load_run(run)[0]
+
+
+@pytest.fixture(scope="module")
+def sentences(translator):
+    """The first test_2016_flickr sentences that fit the static length (the
+    tiny vocabulary cuts some into more than SOURCE_LENGTH subwords)."""
+    from keras_attention.translation import load_multi30k
+
+    lines = load_multi30k("test_2016_flickr", multi30k_dir())["test_2016_flickr"].en
+    counts = translator.source_tokenizer.tokenize(tf.constant(lines[:40])).row_lengths()
+    fitting = [s for s, n in zip(lines, counts.numpy(), strict=False) if n <= SOURCE_LENGTH]
+    assert len(fitting) >= N_SENTENCES
+    return fitting[:N_SENTENCES]
+
+
+def _drive(chromium, url, cases, tmp_path, screenshot=None):
+    request = {
+        "url": url,
+        "chromium": chromium,
+        "user_data_dir": str(tmp_path / "profile"),
+        "cases": cases,
+        "screenshot": screenshot,
+    }
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(request), encoding="utf-8")
+    done = subprocess.run(
+        ["node", str(DRIVER), str(path)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer = json.loads(done.stdout)
+    assert answer["state"] == "ready", answer.get("load_error")
+    return answer
+
+
+def _python_ids(tokenizer, text):
+    return tokenizer.tokenize(tf.constant([text])).to_list()[0]
+
+
+def _python_lite(site, variant, signature, ids, end_id):
+    """Python LiteRT on the same file: output ids before END."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    _, folder = site
+    runner = Interpreter(
+        model_path=str(folder / f"translator_{variant}.tflite")
+    ).get_signature_runner(signature)
+    padded = np.zeros((1, SOURCE_LENGTH), np.int32)
+    padded[0, : len(ids)] = ids
+    out = runner(source_ids=padded)
+    tokens = out["tokens"][0, : int(out["lengths"][0])].tolist()
+    return tokens[:-1] if tokens and tokens[-1] == end_id else tokens
+
+
+def _console_errors(answer):
+    # LiteRT.js prints its INFO and WARNING log lines on the error console.
+    return [e for e in answer["console_errors"] if not e.startswith(("INFO:", "WARNING:"))]
+
+
+@pytest.fixture(scope="module")
+def page_answers(chromium, server, sentences, tmp_path_factory):
+    """One browser session: every sentence greedy and beam in float32, then
+    int8, then the three bad inputs; a screenshot after the first beam."""
+    url, _ = server
+    cases = [{"text": s, "variant": "float32", "search": "greedy"} for s in sentences]
+    cases += [{"text": s, "variant": "float32", "search": "beam"} for s in sentences]
+    cases += [{"text": s, "variant": "int8", "search": "greedy"} for s in sentences]
+    cases += [{"text": s, "variant": "int8", "search": "beam"} for s in sentences]
+    long_text = " ".join(["a very long sentence indeed"] * 12)
+    cases += [
+        {"text": BLANK_TEXT, "variant": "float32", "search": "greedy"},
+        {"text": long_text, "search": "greedy"},
+        {"text": OOV_TEXT, "search": "greedy"},
+    ]
+    tmp = tmp_path_factory.mktemp("drive")
+    shot = tmp / "page.png"
+    answer = _drive(chromium, url, cases, tmp, screenshot={"path": str(shot), "case": N_SENTENCES})
+    assert len(answer["results"]) == len(cases)
+    return cases, answer, shot, long_text
+
+
+@pytest.mark.parametrize(
+    "variant, search, signature",
+    [
+        ("float32", "greedy", "translate"),
+        ("float32", "beam", "translate_beam"),
+        ("int8", "greedy", "translate"),
+        ("int8", "beam", "translate_beam"),
+    ],
+)
+def test_page_outputs_equal_python_litert(
+    site, translator, page_answers, variant, search, signature
+):
+    cases, answer, _, long_text = page_answers
+    source, target = translator.source_tokenizer, translator.target_tokenizer
+    checked = 0
+    for case, result in zip(cases, answer["results"], strict=True):
+        if case.get("variant", "float32") != variant or case.get("search") != search:
+            continue
+        if case["text"] in (BLANK_TEXT, OOV_TEXT, long_text):
+            continue
+        assert result["kind"] is None, result["message"]
+        ids = _python_ids(source, case["text"])
+        assert result["source_ids"] == ids, case["text"]
+        expected = _python_lite(site, variant, signature, ids, target.end_id)
+        assert result["ids"] == expected, case["text"]
+        text = target.detokenize(np.array([expected + [target.end_id]], np.int32))
+        assert result["output"] == text.numpy()[0].decode("utf-8")
+        assert result["ms"] > 0 and result["heatmap"][0] > 0
+        checked += 1
+    assert checked == N_SENTENCES
+
+
+def test_blank_input_gets_the_documented_answer(page_answers):
+    cases, answer, _, _ = page_answers
+    result = answer["results"][cases.index(next(c for c in cases if c["text"] == BLANK_TEXT))]
+    assert result["kind"] == "blank"
+    assert result["message"] == "Nothing to translate: type an English sentence."
+    assert result["output"] == "" and result["ids"] is None
+
+
+def test_over_long_input_names_its_length_and_the_bound(translator, page_answers):
+    cases, answer, _, long_text = page_answers
+    result = answer["results"][cases.index(next(c for c in cases if c["text"] == long_text))]
+    n = len(_python_ids(translator.source_tokenizer, long_text))
+    assert n > SOURCE_LENGTH
+    assert result["kind"] == "too_long"
+    assert result["message"] == (
+        f"Too long: this sentence has {n} subwords and the model reads at most "
+        f"{SOURCE_LENGTH} (source_length in translator.json). Split it into shorter sentences."
+    )
+    assert result["ids"] is None
+
+
+def test_characters_outside_the_vocabulary_are_named_and_read_as_unk(
+    site, translator, page_answers
+):
+    cases, answer, _, _ = page_answers
+    result = answer["results"][cases.index(next(c for c in cases if c["text"] == OOV_TEXT))]
+    source, target = translator.source_tokenizer, translator.target_tokenizer
+    ids = _python_ids(source, OOV_TEXT)
+    assert ids.count(source.unk_id) == 2
+    assert result["source_ids"] == ids
+    assert result["ids"] == _python_lite(site, "float32", "translate", ids, target.end_id)
+    assert result["kind"] is None
+    assert result["warning"].startswith("Not in the model's vocabulary, read as [UNK]: “☃”; “♞”.")
+
+
+def test_page_fetches_only_its_own_folder_and_logs_no_error(site, server, page_answers):
+    _, answer, _, _ = page_answers
+    url, served = server
+    origin = urlsplit(url).netloc
+    assert answer["requests"]
+    assert all(urlsplit(u).netloc == origin for u in answer["requests"]), answer["requests"]
+    _, folder = site
+    for path, status in served:
+        assert status in ("200", "304"), (path, status)  # 304: cached
+        assert (folder / unquote(urlsplit(path).path).lstrip("/")).is_file()
+    assert answer["failed_requests"] == []
+    assert answer["page_errors"] == []
+    assert _console_errors(answer) == []
+
+
+def test_screenshot_shows_the_page_with_its_heatmap(page_answers):
+    cases, answer, shot, _ = page_answers
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    result = answer["results"][N_SENTENCES]  # the screenshot's case
+    assert cases[N_SENTENCES]["search"] == "beam"
+    width, height = result["heatmap"]
+    assert width > 0 and height > 0
+
+
+def test_page_without_static_length_refuses_to_build(tmp_path):
+    (tmp_path / "translator.json").write_text(json.dumps({"source_length": None, "models": {}}))
+    if shutil.which("node") is None:
+        pytest.skip("no `node` on the PATH")
+    done = subprocess.run(
+        ["node", str(ROOT / "web" / "build.mjs"), str(tmp_path)], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert "--source-length" in done.stderr
