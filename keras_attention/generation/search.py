@@ -30,7 +30,10 @@ import numbers
 import keras
 from keras import ops
 
-from keras_attention.generation import search_defaults
+from keras_attention.generation.search_defaults import BEAM_WIDTH
+from keras_attention.generation.search_defaults import COVERAGE_PENALTY
+from keras_attention.generation.search_defaults import LENGTH_PENALTY
+from keras_attention.generation.search_defaults import check_beam_width
 
 # Floor under the coverage in the coverage penalty: a source position that
 # no output token attended to would otherwise give log(0) = -inf.
@@ -140,9 +143,9 @@ def beam_search(
     end_token,
     max_length,
     source_length,
-    beam_width=search_defaults.BEAM_WIDTH,
-    length_penalty=search_defaults.LENGTH_PENALTY,
-    coverage_penalty=search_defaults.COVERAGE_PENALTY,
+    beam_width=BEAM_WIDTH,
+    length_penalty=LENGTH_PENALTY,
+    coverage_penalty=COVERAGE_PENALTY,
     source_mask=None,
 ):
     """Decodes by keeping the `beam_width` best hypotheses at every step.
@@ -206,7 +209,7 @@ def beam_search(
         - `all_scores`: float32 `(batch, beam_width)`, their scores, sorted
           in decreasing order.
     """
-    beam_width = search_defaults.check_beam_width(beam_width)
+    beam_width = check_beam_width(beam_width)
     use_length_penalty = not _is_python_zero(length_penalty)
     use_coverage_penalty = not _is_python_zero(coverage_penalty)
     start_tokens = ops.cast(ops.convert_to_tensor(start_tokens), "int32")
