@@ -292,6 +292,9 @@ class LiteGenerator(tf.Module):
                 )
             ),
             "token_ids": "source ids must be in [0, vocabulary); the model does not check",
+            # The vocabularies to check ids against (None: unknown, e.g. features).
+            "source_vocabulary_size": getattr(g, "source_vocabulary_size", None),
+            "target_vocabulary_size": getattr(g, "target_vocabulary_size", None),
             "signatures": signatures,
             "decode_state": {"names": self.state_names, "recurrent": self.recurrent_names},
         }

@@ -4,10 +4,22 @@
     token  ─► target embedding ─► y_{t-1} ─────────┴► decoder.step ─► readout ─► logits
 
 `ModelGraph(model)` finds them and rebuilds each as a Keras model made of the
-model's own layers (so the weights are shared).
+model's own layers (so the weights are shared). It reads the model through
+public Keras API only: the functional graph that `model.get_config()`
+describes (each layer's name and the arguments of each of its calls, tensors
+named by `[layer name, call index, output index]`), `model.get_layer(name)`
+for the layer objects, and layer calls on new `keras.Input`s to rebuild a
+piece. Operations that are not layers (`ops.not_equal(source, 0)`, `x[:, -1]`)
+hold no weights and are rebuilt from their config.
 """
 
+import dataclasses
+import inspect
+import numbers
+import warnings
+
 import keras
+import numpy as np
 from keras import ops
 
 from keras_attention.decoders.base_decoder import BaseDecoder
@@ -52,148 +64,405 @@ class _SourcePositions(keras.layers.Layer):
         return keras.KerasTensor(inputs.shape[:2], dtype="bool")
 
 
-def _history(tensor):
-    history = getattr(tensor, "_keras_history", None)
-    if history is None:
-        return None
-    operation, node_index, _ = history
-    return operation, operation._inbound_nodes[node_index]
+HOW = (
+    " Build the generator with `Seq2SeqGenerator(encoder, target_embedding, "
+    "decoder, readout, start_id, end_id)` instead (see its docstring)."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Ref:
+    """A tensor of the graph: output `index` of call `node` of layer `layer`."""
+
+    layer: str
+    node: int
+    index: int
+
+    @property
+    def call(self):
+        return (self.layer, self.node)
+
+
+class FunctionalGraph:
+    """The graph of a functional model as `model.get_config()` describes it.
+
+    Calls are `(layer name, call index)`; their arguments are the config's
+    with every tensor replaced by a `Ref`. `rebuild` calls the model's own
+    layers again on new inputs.
+
+    Raises:
+        ValueError: when the model's config does not describe a functional
+            graph (a subclassed model, or one whose config cannot be written).
+    """
+
+    def __init__(self, model):
+        name = getattr(model, "name", None)
+        try:
+            config = model.get_config() if isinstance(model, keras.Model) else None
+        except Exception as error:  # a layer without get_config, for one
+            raise ValueError(
+                "Invalid value for argument `model`. Expected a functional keras.Model "
+                f"whose graph `get_config()` describes; {type(model).__name__} {name!r}'s "
+                f"get_config() raised {type(error).__name__}: {error}." + HOW
+            ) from error
+        if not isinstance(config, dict) or not {"layers", "input_layers", "output_layers"} <= set(
+            config
+        ):
+            raise ValueError(
+                "Invalid value for argument `model`. Expected a functional keras.Model "
+                "(built with keras.Input), whose graph can be read. Received: "
+                f"{type(model).__name__} {name!r}." + HOW
+            )
+        self.model = model
+        self.entries = {entry["name"]: entry for entry in config["layers"]}
+        self.inputs = _refs(config["input_layers"])
+        self.outputs = _refs(config["output_layers"])
+        self.specs = {}  # Ref → (shape, dtype) as recorded where it is read
+        parsed = {
+            layer: [_parse_call(node, self.specs) for node in entry.get("inbound_nodes", [])]
+            for layer, entry in self.entries.items()
+        }
+        # A nested functional model's first call in its config is call 1 (call
+        # 0 is its own graph); the first call a config lists is the smallest
+        # index the graph refers to, for every call listed is read.
+        used = list(self.outputs)
+        for calls in parsed.values():
+            for args, kwargs in calls:
+                used += flat_refs((args, kwargs))
+        first = {}
+        for ref in used:
+            first[ref.layer] = min(first.get(ref.layer, ref.node), ref.node)
+        self.calls = {
+            (layer, first.get(layer, 0) + i): arguments
+            for layer, calls in parsed.items()
+            for i, arguments in enumerate(calls)
+        }
+        self._layers = {layer.name: layer for layer in model.layers}
+        self._operations = {}
+
+    # ------------------------------------------------------------ reading
+
+    def layer(self, name):
+        """The layer object of the model (its weights), or for an operation
+        that is not a layer, one rebuilt from its config (it has no weights)."""
+        if name in self._layers:
+            return self.model.get_layer(name)
+        if name not in self._operations:
+            self._operations[name] = keras.saving.deserialize_keras_object(self.entries[name])
+        return self._operations[name]
+
+    def calls_of(self, name):
+        """The call keys of layer `name` in the model's graph, in order."""
+        return sorted(call for call in self.calls if call[0] == name)
+
+    def arguments(self, call):
+        """The arguments of `call` by parameter name (positional ones bound to
+        the names of the layer's `call`)."""
+        args, kwargs = self.calls[call]
+        layer = self.layer(call[0])
+        try:
+            bound = inspect.signature(layer.call).bind_partial(*args, **kwargs)
+            return dict(bound.arguments)
+        except (TypeError, ValueError):
+            named = {f"arg{i}": a for i, a in enumerate(args)}
+            named.update(kwargs)
+            return named
+
+    def input_refs(self, call):
+        """Every tensor `call` reads."""
+        return flat_refs(self.calls.get(call, ([], {})))
+
+    def inputs_reached(self, ref):
+        """Indices of the model inputs that the tensor `ref` depends on."""
+        inputs = {r: i for i, r in enumerate(self.inputs)}
+        reached, seen, stack = set(), set(), [ref]
+        while stack:
+            r = stack.pop()
+            if r in inputs:
+                reached.add(inputs[r])
+                continue
+            if r.call in seen:
+                continue
+            seen.add(r.call)
+            stack.extend(self.input_refs(r.call))
+        return reached
+
+    def reaches(self, ref, target):
+        """Whether the tensor `ref` depends on the tensor `target`."""
+        seen, stack = set(), [ref]
+        while stack:
+            r = stack.pop()
+            if r == target:
+                return True
+            if r.call in seen:
+                continue
+            seen.add(r.call)
+            stack.extend(self.input_refs(r.call))
+        return False
+
+    # ---------------------------------------------------------- rebuilding
+
+    def rebuild(self, feeds, wanted):
+        """Calls the model's layers again on new tensors.
+
+        Args:
+            feeds: `{Ref: tensor}`, the new tensors that stand for graph tensors
+                (a model input, or the decoder's outputs).
+            wanted: a structure of `Ref`s.
+
+        Returns:
+            The structure of `wanted` with the new tensors.
+        """
+        outputs = {}
+
+        def tensor(ref):
+            if ref in feeds:
+                return feeds[ref]
+            if ref.call not in outputs:
+                if ref.call not in self.calls:
+                    raise ValueError(
+                        f"The graph of {self.model.name!r} reads the input {ref.layer!r}, "
+                        "which this piece does not take." + HOW
+                    )
+                args, kwargs = self.calls[ref.call]
+                args = _replace(args, tensor)
+                kwargs = _replace(kwargs, tensor)
+                result = self.layer(ref.layer)(*args, **kwargs)
+                outputs[ref.call] = keras.tree.flatten(result)
+            return outputs[ref.call][ref.index]
+
+        return _replace(wanted, tensor)
 
 
 class ModelGraph:
-    """Reads the encoder, target embedding and readout out of a functional model."""
+    """The encoder, target embedding, readout and decoder of a functional
+    teacher-forced model, each piece a Keras model of the model's own layers.
+
+    Attributes:
+        decoder: the model's decoder layer.
+        encoder_model: source → [memory, memory mask, *initial states] (a
+            model without attention: [mask, *initial states]).
+        target_embedding: target ids (B, T) → the decoder's inputs.
+        readout: the decoder's outputs (B, T, d_out) → logits (B, T, V).
+        source_spec: `(shape without batch, dtype)` of the source input.
+        source_vocabulary: `(input_dim, layer name)` of the smallest
+            `Embedding` that reads the source input, or None.
+        target_vocabulary_size: the size of the logits' last axis, or None.
+
+    Raises:
+        ValueError: naming the model and layer, for a graph it cannot read.
+    """
 
     def __init__(self, model):
-        how = (
-            " Build the generator with `Seq2SeqGenerator(encoder, target_embedding, "
-            "decoder, readout, start_id, end_id)` instead (see its docstring)."
-        )
-        if not isinstance(model, keras.Model) or not hasattr(model, "_nodes_by_depth"):
+        graph = FunctionalGraph(model)
+        self.graph = graph
+        if len(graph.inputs) != 2 or len(graph.outputs) != 1:
+            fix = ""
+            if len(graph.inputs) == 2 and len(graph.outputs) > 1:
+                fix = (
+                    " If the first output is the logits (the others, say, attention "
+                    "weights), pass `keras.Model(model.inputs, model.outputs[0])`."
+                )
             raise ValueError(
-                "Invalid value for argument `model`. Expected a functional keras.Model "
-                f"(built with keras.Input), whose graph can be read. Received: {model!r}." + how
+                f"The model {model.name!r} has {len(graph.inputs)} input(s) and "
+                f"{len(graph.outputs)} output(s); expected two inputs [source, target_in] "
+                "and one output, the logits." + fix + HOW
             )
-        inputs = list(model.inputs)
-        if len(inputs) != 2 or len(model.outputs) != 1:
-            raise ValueError(
-                f"The model {model.name!r} has {len(inputs)} input(s) and "
-                f"{len(model.outputs)} output(s); expected two inputs [source, target_in] "
-                "and one output, the logits." + how
-            )
-        decoders = [layer for layer in model._flatten_layers() if isinstance(layer, BaseDecoder)]
-        if not decoders:
-            recurrent = _recurrent_decoder(model, inputs)
+        size = model.outputs[0].shape[-1]
+        self.target_vocabulary_size = None if size is None else int(size)
+        decoders = [layer for layer in model.layers if isinstance(layer, BaseDecoder)]
+        nested = _nested_decoders(model)
+        if not decoders and not nested:
+            recurrent = self._recurrent_decoder()
             if recurrent is None:
                 raise ValueError(
                     f"The model {model.name!r} has no BahdanauDecoder or LuongDecoder "
-                    "layer (nor a GRU/LSTM decoder that reads the target input)." + how
+                    "layer (nor a GRU/LSTM decoder that reads the target input)." + HOW
                 )
-            self._read_recurrent(model, inputs, *recurrent, how)
+            self._read_recurrent(*recurrent)
             return
-        if len(decoders) > 1:
-            names = ", ".join(repr(d.name) for d in decoders)
+        if len(decoders) + len(nested) > 1:
+            names = ", ".join(repr(d.name) for d in decoders + [d for d, _ in nested])
             raise ValueError(
-                f"The model {model.name!r} has {len(decoders)} decoders ({names}); "
-                "a generator runs exactly one." + how
+                f"The model {model.name!r} has {len(decoders) + len(nested)} decoders "
+                f"({names}); a generator runs exactly one." + HOW
+            )
+        if nested:
+            decoder, owner = nested[0]
+            raise ValueError(
+                f"The decoder {decoder.name!r} is inside the nested model {owner!r} of "
+                f"{model.name!r}; a generator reads the decoder's call in the model's "
+                "own graph." + HOW
             )
         decoder = decoders[0]
-        nodes = [n for n in decoder._inbound_nodes if _in_model(model, n)]
-        if len(nodes) != 1:
+        calls = graph.calls_of(decoder.name)
+        if len(calls) != 1:
             raise ValueError(
-                f"The decoder {decoder.name!r} is called {len(nodes)} times in the graph "
-                f"of {model.name!r} (inside a nested model, or shared); expected one call "
-                "in the model's own graph." + how
+                f"The decoder {decoder.name!r} is called {len(calls)} times in the graph "
+                f"of {model.name!r} (shared); expected one call." + HOW
             )
-        node = nodes[0]
-        args = node.arguments
-        call = dict(zip(("target_embeddings", "memory"), args.args, strict=False))
-        call.update(args.kwargs)
-        target_kt, memory_kt = call.get("target_embeddings"), call.get("memory")
-        if target_kt is None or memory_kt is None:
+        call = calls[0]
+        arguments = graph.arguments(call)
+        target_ref, memory_ref = arguments.get("target_embeddings"), arguments.get("memory")
+        if not isinstance(target_ref, Ref) or not isinstance(memory_ref, Ref):
             raise ValueError(
                 f"The decoder {decoder.name!r} is called without target embeddings and "
-                "memory tensors." + how
+                "memory tensors." + HOW
             )
         # Which model input feeds which side of the decoder.
-        memory_inputs = _inputs_reached(memory_kt, inputs)
-        target_inputs = _inputs_reached(target_kt, inputs)
+        memory_inputs = graph.inputs_reached(memory_ref)
+        target_inputs = graph.inputs_reached(target_ref)
         if len(memory_inputs) != 1 or len(target_inputs) != 1 or memory_inputs == target_inputs:
             raise ValueError(
                 f"Cannot tell the source input from the target input of {model.name!r}: "
                 f"the decoder {decoder.name!r}'s memory reads input(s) "
-                f"{_input_names(memory_inputs, inputs, model)} and its target "
-                f"embeddings read {_input_names(target_inputs, inputs, model)}; expected "
-                "the memory to read the source only and the embeddings the target only." + how
+                f"{_input_names(memory_inputs, model)} and its target embeddings read "
+                f"{_input_names(target_inputs, model)}; expected the memory to read the "
+                "source only and the embeddings the target only." + HOW
             )
-        source = inputs[memory_inputs.pop()]
-        target_in = inputs[target_inputs.pop()]
-        initial_state = call.get("initial_state")
-        for name in ("initial_state", "memory_mask"):
-            value = call.get(name)
-            for tensor in keras.tree.flatten(value) if value is not None else []:
-                reached = _inputs_reached(tensor, inputs)
-                if reached and reached != {inputs.index(source)}:
+        source_index, target_index = memory_inputs.pop(), target_inputs.pop()
+        initial_state = arguments.get("initial_state")
+        memory_mask = arguments.get("memory_mask")
+        for name, value in (("initial_state", initial_state), ("memory_mask", memory_mask)):
+            for ref in flat_refs(value):
+                reached = graph.inputs_reached(ref)
+                if reached and reached != {source_index}:
                     raise ValueError(
                         f"The decoder {decoder.name!r}'s `{name}` reads the target input "
-                        f"{target_in.name!r}; a generator computes it from the source." + how
+                        f"{model.inputs[target_index].name!r}; a generator computes it from "
+                        "the source." + HOW
                     )
-        memory_mask_kt = call.get("memory_mask")
-        if memory_mask_kt is None:
-            memory_mask_kt = _KerasMaskOf(name=f"{decoder.name}_memory_mask")(memory_kt)
-        outputs = [memory_kt, memory_mask_kt]
-        states = None if initial_state is None else keras.tree.flatten(initial_state)
-        if states:
-            outputs += states
-        self._encoder_model = keras.Model(source, outputs, name=f"{model.name}_encoder")
-        self._has_state = bool(states)
-        self._single_state = states is not None and not isinstance(initial_state, (list, tuple))
-        self.target_embedding = keras.Model(
-            target_in, target_kt, name=f"{model.name}_target_embedding"
+        source = _new_input(model.inputs[source_index])
+        memory, states, mask = graph.rebuild(
+            {graph.inputs[source_index]: source}, [memory_ref, initial_state, memory_mask]
         )
-        decoder_output = node.outputs[0]
-        _check_readout(model, decoder, node, decoder_output, inputs, how)
-        self.readout = keras.Model(decoder_output, model.outputs[0], name=f"{model.name}_readout")
+        if mask is None:
+            mask = _KerasMaskOf(name=f"{decoder.name}_memory_mask")(memory)
+        states = None if states is None else keras.tree.flatten(states)
+        self.encoder_model = keras.Model(
+            source, [memory, mask, *(states or [])], name=f"{model.name}_encoder"
+        )
+        self._has_state = bool(states)
+        self._no_memory = False
+        self._finish(decoder, call, source_index, target_index, target_ref)
+        self._check_source_padding()
+
+    def _read_recurrent(self, layer, call, target_index):
+        """A model whose decoder is a plain recurrent layer (no attention)."""
+        graph, model = self.graph, self.graph.model
+        source_index = 1 - target_index
+        arguments = graph.arguments(call)
+        initial_state = arguments.get("initial_state")
+        for ref in flat_refs(initial_state):
+            if graph.inputs_reached(ref) - {source_index}:
+                raise ValueError(
+                    f"The decoder {layer.name!r}'s `initial_state` reads the target input "
+                    f"{model.inputs[target_index].name!r}; a generator computes it from "
+                    "the source." + HOW
+                )
+        source = _new_input(model.inputs[source_index])
+        states = graph.rebuild({graph.inputs[source_index]: source}, initial_state)
+        states = keras.tree.flatten(states)
+        mask = _SourcePositions(name=f"{layer.name}_source_positions")(source)
+        self.encoder_model = keras.Model(source, [mask, *states], name=f"{model.name}_encoder")
+        self._has_state = bool(states)
+        self._no_memory = True
+        self._finish(layer, call, source_index, target_index, graph.calls[call][0][0])
+
+    def _finish(self, decoder, call, source_index, target_index, target_ref):
+        """The target embedding, readout, source spec and vocabularies."""
+        graph, model = self.graph, self.graph.model
+        target = _new_input(model.inputs[target_index])
+        self.target_embedding = keras.Model(
+            target,
+            graph.rebuild({graph.inputs[target_index]: target}, target_ref),
+            name=f"{model.name}_target_embedding",
+        )
+        output = Ref(call[0], call[1], 0)
+        _check_readout(graph, decoder.name, call, output)
+        if output == graph.outputs[0]:
+            self.readout = keras.layers.Identity(name=f"{model.name}_readout")
+        else:
+            shape, dtype = graph.specs[output]
+            outputs = keras.Input(tuple(shape[1:]), dtype=dtype, name=f"{decoder.name}_outputs")
+            self.readout = keras.Model(
+                outputs,
+                graph.rebuild({output: outputs}, graph.outputs[0]),
+                name=f"{model.name}_readout",
+            )
         # The decoder's outputs carry the target mask in `teacher_forced_logits`;
         # the logits need none (the model's own readout ignored it too).
         self.readout.supports_masking = True
         self.decoder = decoder
+        source = model.inputs[source_index]
         self.source_spec = (tuple(source.shape[1:]), str(source.dtype))
+        self.source_vocabulary = None
+        for layer in model.layers:
+            if not isinstance(layer, keras.layers.Embedding):
+                continue
+            reads = any(
+                graph.inputs[source_index] in graph.input_refs(c)
+                for c in graph.calls_of(layer.name)
+            )
+            if reads and (
+                self.source_vocabulary is None or layer.input_dim < self.source_vocabulary[0]
+            ):
+                self.source_vocabulary = (int(layer.input_dim), layer.name)
 
-    def _read_recurrent(self, model, inputs, layer, node, target_index, how):
-        """A model whose decoder is a plain recurrent layer (no attention)."""
-        source = inputs[1 - target_index]
-        target_in = inputs[target_index]
-        initial_state = node.arguments.kwargs.get("initial_state")
-        states = None if initial_state is None else keras.tree.flatten(initial_state)
-        for tensor in states or []:
-            if _inputs_reached(tensor, inputs) - {1 - target_index}:
-                raise ValueError(
-                    f"The decoder {layer.name!r}'s `initial_state` reads the target input "
-                    f"{target_in.name!r}; a generator computes it from the source." + how
+    def _check_source_padding(self):
+        """Warns when the decoder reads the padding of a token-id source as real
+        positions: a padded batch and the same sources unpadded (one at a
+        time, as an app feeds a TFLite model) then decode differently."""
+        shape, dtype = self.source_spec
+        if len(shape) != 1 or "int" not in dtype or shape[0] == 1:
+            return
+        length = 2 if shape[0] is None else shape[0]
+        probe = np.zeros((1, length), "int32")
+        probe[0, 0] = 1 if self.source_vocabulary is None or self.source_vocabulary[0] > 1 else 0
+        mask = keras.ops.convert_to_numpy(self.encoder_model(probe, training=False)[1])
+        if not mask[0, 1:].any():
+            return
+        model, decoder = self.graph.model.name, self.decoder.name
+        where = f"The decoder {decoder!r} of {model!r} reads padding (id 0) in the source as "
+        if self.source_vocabulary is not None:
+            layer = self.graph.model.get_layer(self.source_vocabulary[1])
+            if not getattr(layer, "mask_zero", True):
+                where = (
+                    f"The Embedding {layer.name!r} that reads the source of {model!r} has "
+                    f"mask_zero=False, so the decoder {decoder!r} reads padding (id 0) as "
                 )
-        mask = _SourcePositions(name=f"{layer.name}_source_positions")(source)
-        self._encoder_model = keras.Model(source, [mask, *(states or [])])
-        self._has_state = bool(states)
-        self._no_memory = True
-        self.target_embedding = keras.Model(
-            target_in, node.arguments.args[0], name=f"{model.name}_target_embedding"
+        warnings.warn(
+            where + "real positions: a padded batch and the same sources without padding "
+            "(one at a time, as an app feeds a TFLite model) decode differently. Build the "
+            "source Embedding with mask_zero=True, or pass the decoder "
+            "`memory_mask=keras.ops.not_equal(source, 0)`, and train again.",
+            UserWarning,
+            stacklevel=3,
         )
-        decoder_output = node.outputs[0]
-        _check_readout(model, layer, node, decoder_output, inputs, how)
-        self.readout = keras.Model(decoder_output, model.outputs[0], name=f"{model.name}_readout")
-        # The decoder's outputs carry the target mask in `teacher_forced_logits`;
-        # the logits need none (the model's own readout ignored it too).
-        self.readout.supports_masking = True
-        self.decoder = layer
-        self.source_spec = (tuple(source.shape[1:]), str(source.dtype))
+
+    def _recurrent_decoder(self):
+        """`(layer, call, target input index)` of the one recurrent layer of the
+        model's graph that reads one input only, returns sequences and takes
+        an initial state, or None."""
+        graph, found = self.graph, []
+        for layer in graph.model.layers:
+            if not isinstance(layer, keras.layers.RNN) or not layer.return_sequences:
+                continue
+            for call in graph.calls_of(layer.name):
+                args = graph.calls[call][0]
+                if not args or not isinstance(args[0], Ref):
+                    continue
+                reached = graph.inputs_reached(args[0])
+                if len(reached) == 1 and graph.arguments(call).get("initial_state") is not None:
+                    found.append((layer, call, reached.pop()))
+        return found[0] if len(found) == 1 else None
 
     def encoder(self, source):
-        if getattr(self, "_no_memory", False):
-            outputs = keras.tree.flatten(self._encoder_model(source, training=False))
+        outputs = keras.tree.flatten(self.encoder_model(source, training=False))
+        if self._no_memory:
             states = list(outputs[1:])
             state = None if not states else states[0] if len(states) == 1 else states
             return None, state, outputs[0]
-        outputs = self._encoder_model(source, training=False)
         memory, mask = outputs[0], outputs[1]
         if not self._has_state:
             return memory, None, mask
@@ -201,105 +470,160 @@ class ModelGraph:
         return memory, states[0] if len(states) == 1 else states, mask
 
 
-def _recurrent_decoder(model, inputs):
-    """`(layer, node, target input index)` of the one recurrent layer of the
-    model's graph that reads one input only and returns sequences, or None."""
-    found = []
-    for layer in model.layers:
-        if not isinstance(layer, keras.layers.RNN) or not layer.return_sequences:
-            continue
-        for node in layer._inbound_nodes:
-            if not _in_model(model, node) or not node.arguments.args:
-                continue
-            reached = _inputs_reached(node.arguments.args[0], inputs)
-            states = node.arguments.kwargs.get("initial_state")
-            if len(reached) == 1 and states is not None:
-                found.append((layer, node, reached.pop()))
-    return found[0] if len(found) == 1 else None
+def check_special_ids(start_id, end_id, target_vocabulary_size):
+    """The START and END ids of `from_model` against the model's target vocabulary.
 
-
-def _in_model(model, node):
-    return any(node in nodes for nodes in model._nodes_by_depth.values())
-
-
-def _inputs_reached(tensor, inputs):
-    """Indices of the model inputs that `tensor` depends on."""
-    ids = {id(x): i for i, x in enumerate(inputs)}
-    reached, seen, stack = set(), set(), [tensor]
-    while stack:
-        t = stack.pop()
-        if id(t) in ids:
-            reached.add(ids[id(t)])
-            continue
-        history = _history(t)
-        if history is None:
-            continue
-        _, node = history
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.extend(node.input_tensors)
-    return reached
-
-
-def _input_names(indices, inputs, model):
-    if not indices:
-        return "none"
-    return ", ".join(repr(inputs[i].name) for i in sorted(indices))
-
-
-def _check_readout(model, decoder, decoder_node, decoder_output, inputs, how):
-    """The path from the decoder to the logits must read its outputs only."""
-    allowed = id(decoder_output)
-    stack, seen = [model.outputs[0]], set()
-    while stack:
-        t = stack.pop()
-        if id(t) == allowed:
-            continue
-        history = _history(t)
-        if history is None:
-            continue
-        operation, node = history
-        if node is decoder_node:
+    Raises:
+        ValueError: naming the argument, for an id that is not a non-negative
+            integer, a `start_id` outside [1, target_vocabulary_size) (0 is the
+            padding id, which the model's target mask drops), or START equal
+            to END (every output would end at its first token). An `end_id`
+            past the vocabulary is allowed: the outputs then never end early.
+    """
+    for name, value in (("start_id", start_id), ("end_id", end_id)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
             raise ValueError(
-                f"The readout of {model.name!r} reads the decoder {decoder.name!r}'s "
-                "attention weights or final state; a generator's readout reads only "
-                "its outputs (the first of the three)." + how
+                f"Invalid value for argument `{name}`. Expected a non-negative integer "
+                f"token id. Received: {name}={value!r}"
             )
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        for x in node.input_tensors:
-            if id(x) in {id(i) for i in inputs} or (
-                _history(x) is not None and _inputs_reached(x, inputs) and not _reaches(x, allowed)
-            ):
-                raise ValueError(
-                    f"The layer {operation.name!r} between the decoder {decoder.name!r} "
-                    f"and the logits of {model.name!r} reads more than the decoder's "
-                    "outputs (a tensor computed from the model's inputs); a generator's "
-                    "readout reads only the decoder's outputs." + how
-                )
-            stack.append(x)
-    if not _reaches(model.outputs[0], allowed):
+        if name == "start_id" and value == 0:
+            raise ValueError(
+                "Invalid value for argument `start_id`. Expected a token id other than 0, "
+                "the padding id: the model's target mask drops the positions that read "
+                "it, so the first step would see no START. Received: start_id=0"
+            )
+    # An END past the vocabulary is allowed: a search that never ends early.
+    if target_vocabulary_size is not None and start_id >= target_vocabulary_size:
         raise ValueError(
-            f"The output of {model.name!r} does not read the decoder {decoder.name!r}'s "
-            "outputs." + how
+            "Invalid value for argument `start_id`. Expected an id in [1, "
+            f"{target_vocabulary_size}), the model's target vocabulary (its logits "
+            f"have {target_vocabulary_size} entries). Received: start_id={start_id}"
+        )
+    if start_id == end_id:
+        raise ValueError(
+            "Invalid value for argument `end_id`. Expected an id other than start_id: "
+            f"every output would end at its first token. Received: start_id={start_id}, "
+            f"end_id={end_id}"
         )
 
 
-def _reaches(tensor, target_id):
-    """Whether `tensor` depends on the tensor whose id is `target_id`."""
-    seen, stack = set(), [tensor]
+def _new_input(tensor):
+    """A new `keras.Input` like the model input `tensor`."""
+    return keras.Input(tuple(tensor.shape[1:]), dtype=tensor.dtype, name=tensor.name)
+
+
+def _nested_decoders(model):
+    """`(decoder, nested model name)` for each decoder inside a nested model."""
+    found = []
+    for layer in model.layers:
+        if isinstance(layer, keras.Model):
+            inner = [x for x in layer.layers if isinstance(x, BaseDecoder)]
+            found += [(x, layer.name) for x in inner]
+            found += [(x, layer.name) for x, _ in _nested_decoders(layer)]
+    return found
+
+
+def _input_names(indices, model):
+    if not indices:
+        return "none"
+    return ", ".join(repr(model.inputs[i].name) for i in sorted(indices))
+
+
+def _check_readout(graph, decoder_name, decoder_call, allowed):
+    """The path from the decoder to the logits must read its outputs only."""
+    model = graph.model
+    inputs = set(graph.inputs)
+    stack, seen = [graph.outputs[0]], set()
     while stack:
-        t = stack.pop()
-        if id(t) == target_id:
-            return True
-        history = _history(t)
-        if history is None:
+        ref = stack.pop()
+        if ref == allowed or ref in inputs:
             continue
-        _, node = history
-        if id(node) in seen:
+        if ref.call == decoder_call:
+            raise ValueError(
+                f"The readout of {model.name!r} reads the decoder {decoder_name!r}'s "
+                "attention weights or final state; a generator's readout reads only "
+                "its outputs (the first of the three)." + HOW
+            )
+        if ref.call in seen:
             continue
-        seen.add(id(node))
-        stack.extend(node.input_tensors)
-    return False
+        seen.add(ref.call)
+        for x in graph.input_refs(ref.call):
+            if x in inputs or (graph.inputs_reached(x) and not graph.reaches(x, allowed)):
+                raise ValueError(
+                    f"The layer {ref.layer!r} between the decoder {decoder_name!r} "
+                    f"and the logits of {model.name!r} reads more than the decoder's "
+                    "outputs (a tensor computed from the model's inputs); a generator's "
+                    "readout reads only the decoder's outputs." + HOW
+                )
+            stack.append(x)
+    if not graph.reaches(graph.outputs[0], allowed):
+        raise ValueError(
+            f"The output of {model.name!r} does not read the decoder {decoder_name!r}'s "
+            "outputs." + HOW
+        )
+
+
+def _refs(structure):
+    """The `Ref`s of a config's `input_layers` / `output_layers`."""
+    if (
+        isinstance(structure, (list, tuple))
+        and len(structure) == 3
+        and isinstance(structure[0], str)
+        and all(isinstance(i, int) for i in structure[1:])
+    ):
+        return [Ref(structure[0], structure[1], structure[2])]
+    if isinstance(structure, dict):
+        structure = list(structure.values())
+    return [ref for item in structure for ref in _refs(item)]
+
+
+def _parse_call(node, specs):
+    """One call of a layer's `inbound_nodes` → `(args, kwargs)`, each tensor a
+    `Ref` (its recorded shape and dtype go to `specs`)."""
+    if isinstance(node, dict):
+        return _parse(node.get("args", []), specs), _parse(node.get("kwargs", {}), specs)
+    # The older form: a list of `[layer, call, index(, kwargs)]`.
+    tensors = [Ref(item[0], item[1], item[2]) for item in node]
+    kwargs = node[0][3] if node and len(node[0]) > 3 else {}
+    return [tensors[0] if len(tensors) == 1 else tensors], dict(kwargs)
+
+
+def _parse(value, specs):
+    """A serialized argument → Python values, each tensor a `Ref`."""
+    if isinstance(value, list):
+        return [_parse(v, specs) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_parse(v, specs) for v in value)
+    if not isinstance(value, dict):
+        return value
+    kind = value.get("class_name")
+    if kind == "__keras_tensor__":
+        config = value["config"]
+        ref = Ref(*config["keras_history"][:3])
+        specs.setdefault(ref, (config.get("shape"), config.get("dtype")))
+        return ref
+    if kind == "__tuple__":
+        return tuple(_parse(v, specs) for v in value["config"]["value"])
+    if kind is not None and "config" in value:
+        return keras.saving.deserialize_keras_object(value)
+    return {k: _parse(v, specs) for k, v in value.items()}
+
+
+def _replace(value, tensor):
+    """`value` with each `Ref` replaced by `tensor(ref)`."""
+    if isinstance(value, Ref):
+        return tensor(value)
+    if isinstance(value, list):
+        return [_replace(v, tensor) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_replace(v, tensor) for v in value)
+    if isinstance(value, dict):
+        return {k: _replace(v, tensor) for k, v in value.items()}
+    return value
+
+
+def flat_refs(value):
+    """Every `Ref` in a structure of arguments."""
+    found = []
+    _replace(value, found.append)
+    return found

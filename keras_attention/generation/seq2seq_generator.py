@@ -22,6 +22,7 @@ from keras_attention.decoders.base_decoder import BaseDecoder
 from keras_attention.generation.compiled import compile_search
 from keras_attention.generation.compiled import is_eager
 from keras_attention.generation.model_graph import ModelGraph
+from keras_attention.generation.model_graph import check_special_ids
 from keras_attention.generation.recurrent_decoder import RecurrentDecoder
 from keras_attention.generation.search import beam_search
 from keras_attention.generation.search import greedy_search
@@ -160,6 +161,8 @@ class Seq2SeqGenerator:
         self.source_spec = None  # (shape without batch, dtype), from `from_model`
         self.model = None  # the model of `from_model`
         self.encoder_model = None  # its source-side graph, from `from_model`
+        self._target_vocabulary_size = None  # the logits' size, from `from_model`
+        self._source_vocabulary_cache = None  # (input_dim, Embedding name), from `from_model`
         self._compiled = {}
 
     # ------------------------------------------------------------ from_model
@@ -197,6 +200,7 @@ class Seq2SeqGenerator:
                 generator with the constructor then.
         """
         graph = ModelGraph(model)
+        check_special_ids(start_id, end_id, graph.target_vocabulary_size)
         generator = cls(
             graph.encoder,
             graph.target_embedding,
@@ -209,7 +213,9 @@ class Seq2SeqGenerator:
         )
         generator.source_spec = graph.source_spec
         generator.model = model
-        generator.encoder_model = graph._encoder_model
+        generator.encoder_model = graph.encoder_model
+        generator._source_vocabulary_cache = graph.source_vocabulary
+        generator._target_vocabulary_size = graph.target_vocabulary_size
         return generator
 
     def with_decoder(self, decoder):
@@ -236,6 +242,8 @@ class Seq2SeqGenerator:
         generator.source_spec = self.source_spec
         generator.model = self.model
         generator.encoder_model = self.encoder_model
+        generator._source_vocabulary_cache = self._source_vocabulary()
+        generator._target_vocabulary_size = self._target_vocabulary_size
         return generator
 
     # ---------------------------------------------------------------- pieces
@@ -286,21 +294,14 @@ class Seq2SeqGenerator:
         """`(size, layer name)` of the smallest Embedding that reads the source
         input of `from_model`'s model, or None (unknown: explicit constructor,
         features, or no Embedding on the input)."""
-        if "_source_vocabulary_cache" not in self.__dict__:
-            found = None
-            if self.encoder_model is not None:
-                source = self.encoder_model.inputs[0]
-                for layer in self.encoder_model.layers:
-                    if not isinstance(layer, keras.layers.Embedding):
-                        continue
-                    reads = any(
-                        any(x is source for x in node.input_tensors)
-                        for node in layer._inbound_nodes
-                    )
-                    if reads and (found is None or layer.input_dim < found[0]):
-                        found = (int(layer.input_dim), layer.name)
-            self._source_vocabulary_cache = found
         return self._source_vocabulary_cache
+
+    @property
+    def source_vocabulary_size(self):
+        """The `input_dim` of the smallest Embedding that reads the source of
+        `from_model`'s model, or None (explicit constructor, features)."""
+        vocabulary = self._source_vocabulary()
+        return None if vocabulary is None else vocabulary[0]
 
     def encode(self, source):
         """source → `(decode_state, source_mask)`: the decoder's first state
@@ -355,6 +356,8 @@ class Seq2SeqGenerator:
     def target_vocabulary_size(self):
         """The number of logits per step (the readout's `units`, else the
         target embedding's `input_dim`), or None when neither says."""
+        if self._target_vocabulary_size is not None:  # the logits of `from_model`'s model
+            return self._target_vocabulary_size
         for layer, name in ((self.readout, "units"), (self.target_embedding, "input_dim")):
             size = getattr(layer, name, None)
             if isinstance(size, numbers.Integral):

@@ -1,0 +1,216 @@
+"""What `Seq2SeqGenerator.from_model` checks, and how it reads the model.
+
+The ids it is given (START and END inside the target vocabulary, apart, START
+not the padding id), a source whose padding the decoder would read as real
+positions, a model with more than one output, the vocabulary sizes it hands to
+the TFLite manifest, and the graph reading: public Keras API only, nested
+models, and the user's model left as it was.
+"""
+
+import ast
+import pathlib
+import warnings
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+import keras_attention.generation
+from keras_attention import BahdanauAttention
+from keras_attention import BahdanauDecoder
+from keras_attention import Seq2SeqGenerator
+
+SOURCE_VOCAB = 13
+TARGET_VOCAB = 11
+EMBEDDING = 6
+UNITS = 8
+START, END = 1, 2
+
+
+def _model(mask_zero=True, two_outputs=False, explicit_mask=False, nested_encoder=False):
+    """A small teacher-forced model `[source, target_in] → logits (B, T, V)`."""
+    keras.utils.set_random_seed(0)
+    source = keras.Input((None,), dtype="int32", name="source")
+    target_in = keras.Input((None,), dtype="int32", name="target_in")
+    embedding = keras.layers.Embedding(
+        SOURCE_VOCAB, EMBEDDING, mask_zero=mask_zero, name="source_embedding"
+    )
+    recurrent = keras.layers.GRU(UNITS, return_sequences=True, return_state=True, name="encoder")
+    if nested_encoder:
+        inner = keras.Input((None,), dtype="int32", name="inner_source")
+        encoder = keras.Model(inner, recurrent(embedding(inner)), name="nested_encoder")
+        memory, state = encoder(source)
+    else:
+        memory, state = recurrent(embedding(source))
+    embedded = keras.layers.Embedding(
+        TARGET_VOCAB, EMBEDDING, mask_zero=True, name="target_embedding"
+    )(target_in)
+    bridge = keras.layers.Dense(UNITS, activation="tanh", name="bridge")(state)
+    decoder = BahdanauDecoder(UNITS, BahdanauAttention(units=5), name="decoder")
+    extra = {"memory_mask": ops.not_equal(source, 0)} if explicit_mask else {}
+    outputs, weights, _ = decoder(embedded, memory, initial_state=bridge, **extra)
+    logits = keras.layers.Dense(TARGET_VOCAB, name="logits")(outputs)
+    return keras.Model(
+        [source, target_in], [logits, weights] if two_outputs else logits, name="small"
+    )
+
+
+@pytest.fixture(scope="module")
+def model():
+    return _model()
+
+
+def _padding_warnings(build):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = build()
+    return result, [w for w in caught if "padding" in str(w.message)]
+
+
+# ---------------------------------------------------------------- the ids
+
+
+@pytest.mark.parametrize("value", [TARGET_VOCAB, TARGET_VOCAB + 7])
+def test_a_start_id_outside_the_target_vocabulary_is_refused(model, value):
+    with pytest.raises(ValueError, match="argument `start_id`") as error:
+        Seq2SeqGenerator.from_model(model, start_id=value, end_id=END)
+    assert f"[1, {TARGET_VOCAB})" in str(error.value)
+    assert f"start_id={value}" in str(error.value)
+
+
+def test_an_end_id_past_the_vocabulary_never_ends_an_output(model):
+    generator = Seq2SeqGenerator.from_model(model, START, end_id=TARGET_VOCAB)
+    result = generator.greedy(np.array([[3, 4, 0]], np.int32), max_length=5)
+    assert result["lengths"].tolist() == [5]
+
+
+def test_start_id_equal_to_end_id_is_refused(model):
+    with pytest.raises(ValueError, match="argument `end_id`. Expected an id other than start_id"):
+        Seq2SeqGenerator.from_model(model, start_id=3, end_id=3)
+
+
+def test_start_id_zero_the_padding_id_is_refused(model):
+    with pytest.raises(ValueError, match="argument `start_id`.*padding") as error:
+        Seq2SeqGenerator.from_model(model, start_id=0, end_id=END)
+    assert "start_id=0" in str(error.value)
+
+
+def test_ids_at_the_edges_of_the_vocabulary_are_accepted(model):
+    generator = Seq2SeqGenerator.from_model(model, start_id=TARGET_VOCAB - 1, end_id=1)
+    result = generator.greedy(np.array([[3, 4, 0]], np.int32), max_length=4)
+    assert result["tokens"].shape == (1, 4)
+
+
+def test_the_generator_knows_both_vocabulary_sizes(model):
+    generator = Seq2SeqGenerator.from_model(model, START, END)
+    assert generator.source_vocabulary_size == SOURCE_VOCAB
+    assert generator.target_vocabulary_size == TARGET_VOCAB
+
+
+# ------------------------------------------------------------ the padding
+
+
+def test_a_source_embedding_without_mask_zero_warns_naming_the_layer():
+    model = _model(mask_zero=False)
+    generator, found = _padding_warnings(lambda: Seq2SeqGenerator.from_model(model, START, END))
+    assert len(found) == 1
+    message = str(found[0].message)
+    assert "'source_embedding'" in message and "mask_zero=False" in message
+    assert "mask_zero=True" in message  # the fix
+    # What the warning is about: the padding of a source counts as real.
+    _, mask = generator.encode(np.array([[3, 4, 0, 0]], np.int32))
+    assert ops.convert_to_numpy(mask).tolist() == [[True, True, True, True]]
+
+
+@pytest.mark.parametrize("explicit_mask", [False, True], ids=["mask_zero", "memory_mask"])
+def test_a_masked_source_gives_no_warning(explicit_mask):
+    model = _model(mask_zero=not explicit_mask, explicit_mask=explicit_mask)
+    generator, found = _padding_warnings(lambda: Seq2SeqGenerator.from_model(model, START, END))
+    assert found == []
+    _, mask = generator.encode(np.array([[3, 4, 0, 0]], np.int32))
+    assert ops.convert_to_numpy(mask).tolist() == [[True, True, False, False]]
+
+
+# ------------------------------------------------------------- the model
+
+
+def test_a_two_output_model_error_names_the_one_line_fix():
+    model = _model(two_outputs=True)
+    with pytest.raises(ValueError, match="2 output") as error:
+        Seq2SeqGenerator.from_model(model, START, END)
+    assert "keras.Model(model.inputs, model.outputs[0])" in str(error.value)
+    # ...and the fix works.
+    fixed = keras.Model(model.inputs, model.outputs[0])
+    Seq2SeqGenerator.from_model(fixed, START, END)
+
+
+def test_a_nested_encoder_model_gives_the_models_logits():
+    model = _model(nested_encoder=True)
+    generator = Seq2SeqGenerator.from_model(model, START, END)
+    source = np.array([[3, 4, 5, 0], [6, 7, 0, 0]], np.int32)
+    target_in = np.array([[START, 3, 4], [START, 5, 0]], np.int32)
+    expected = ops.convert_to_numpy(model([source, target_in], training=False))
+    got = ops.convert_to_numpy(generator.teacher_forced_logits(source, target_in))
+    np.testing.assert_allclose(got[0], expected[0], atol=1e-5)
+    np.testing.assert_allclose(got[1, :2], expected[1, :2], atol=1e-5)
+    state, _ = generator.encode(source)
+    first, _, _ = generator.step(np.full((2,), START, np.int32), state)
+    np.testing.assert_allclose(ops.convert_to_numpy(first), expected[:, 0], atol=1e-5)
+
+
+def test_from_model_leaves_the_models_graph_unchanged(model):
+    before = model.get_config()
+    Seq2SeqGenerator.from_model(model, START, END)
+    assert model.get_config() == before
+    clone = keras.Model.from_config(model.get_config())
+    assert [layer.name for layer in clone.layers] == [layer.name for layer in model.layers]
+
+
+def test_graph_reading_uses_no_private_keras_attribute():
+    """The generation modules read no `_name` attribute but those they set on
+    their own objects, and import nothing from `keras.src`."""
+    folder = pathlib.Path(keras_attention.generation.__file__).parent
+    modules = ["seq2seq_generator.py", "model_graph.py", "compiled.py", "recurrent_decoder.py"]
+    read, own = {}, set()
+    for name in modules:
+        tree = ast.parse((folder / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [getattr(node, "module", None) or ""] + [a.name for a in node.names]
+                assert not any(n.startswith("keras.src") for n in names), (name, names)
+            if (  # getattr(x, "_name"), hasattr(x, "_name")
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) in ("getattr", "hasattr")
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+                and str(node.args[1].value).startswith("_")
+            ):
+                read.setdefault(node.args[1].value, name)
+            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
+                continue
+            if node.attr.startswith("__"):
+                continue
+            if isinstance(node.ctx, ast.Store):
+                own.add(node.attr)
+            read.setdefault(node.attr, name)
+        own |= {
+            n.name
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name.startswith("_")
+        }
+    foreign = {attr: module for attr, module in read.items() if attr not in own}
+    assert foreign == {}
+
+
+# ---------------------------------------------------------------- export
+
+
+@pytest.mark.tensorflow
+def test_the_tflite_manifest_gives_the_vocabulary_sizes(model, tmp_path):
+    from keras_attention.export import export_tflite
+
+    generator = Seq2SeqGenerator.from_model(model, START, END)
+    manifest = export_tflite(generator, tmp_path / "small.tflite", beam_width=None)
+    assert manifest["source_vocabulary_size"] == SOURCE_VOCAB
+    assert manifest["target_vocabulary_size"] == TARGET_VOCAB
