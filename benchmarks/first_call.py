@@ -27,8 +27,8 @@ from `Seq2SeqGenerator.from_model`. Each backend runs in a process of its own
 (`KERAS_BACKEND`), one after the other, `--repeats` times.
 
 Prints a table and writes it to docs/benchmarks.md (section "First call of a
-generator") unless `--no-write`. Takes about 3 minutes on a 2-core CPU with the
-defaults.
+generator") unless `--no-write`. Took 7 minutes with the defaults on a 2-core
+CPU under a load of 10 to 13 (six processes, each importing its backend).
 
     python benchmarks/first_call.py
     python benchmarks/first_call.py --backends tensorflow,jax --repeats 1 --no-write
