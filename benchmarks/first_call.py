@@ -188,8 +188,8 @@ def parse_args(argv):
     parser.add_argument(
         "--repeats", type=int, default=2, help="fresh processes per backend (first calls)"
     )
-    parser.add_argument("--vocab", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--vocab", type=int, default=1000, help="source and target vocabulary")
+    parser.add_argument("--seed", type=int, default=0, help="weights and source ids")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     parser.add_argument("--worker-json", help=argparse.SUPPRESS)  # one process's results
     return parser.parse_args(argv)
@@ -230,7 +230,7 @@ def main(argv=None):
                 f"at the start, {load_end:.1f} at the end; {_report.versions()}  \n"
                 f"Date: {_report.today()}, revision {_report.git_revision()}; "
                 f"wall time {wall:.0f} s.",
-                "Model: vocabulary 1,000, embedding 64, a bidirectional GRU of 64 per "
+                f"Model: vocabulary {args.vocab:,}, embedding 64, a bidirectional GRU of 64 per "
                 "direction, `BahdanauDecoder(128, BahdanauAttention(128))`, Dense readout, "
                 "untrained (every search runs to `max_length`); the generator from "
                 "`Seq2SeqGenerator.from_model`. The calls run in the order of the table in "
