@@ -176,12 +176,18 @@ def test_damaged_backup_state_is_reported_as_corrupt_naming_the_file(run_copy):
         runs.run_status(run_copy)
 
 
-def test_train_refuses_a_damaged_backup_unless_overwrite_starts_over(run_copy):
+def test_train_refuses_a_damaged_backup_unless_overwrite_starts_over(run_copy, tmp_path):
+    from keras_attention.translation import runs
+
     (run_copy / "finished.json").unlink()
     (run_copy / "backup").mkdir()
     (run_copy / "backup" / "state.json").write_text("")
-    with pytest.raises(SystemExit, match=r"state\.json is corrupt.*--overwrite"):
+    # The library raises its error; the command line says it with the flag.
+    with pytest.raises(runs.CorruptRunError, match=r"state\.json is corrupt.*overwrite=True"):
         training.prepare_run_dir(run_copy, overwrite=False)
+    argv = ["--data-dir", str(tmp_path / "nowhere"), "train", "--run-dir", str(run_copy)]
+    with pytest.raises(SystemExit, match=r"^train: .*state\.json is corrupt.*--overwrite"):
+        cli.main(argv)
     assert training.prepare_run_dir(run_copy, overwrite=True) is None
     assert sorted(os.listdir(run_copy)) == []
 

@@ -17,7 +17,7 @@ batch of 1 lets the Keras recurrent encoders convert to a builtin `WHILE`.
 
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 
 import keras
@@ -379,11 +379,16 @@ def convert(lite_generator, quantization=None):
 
 def write_atomic(path, data):
     """Writes bytes or text to `path` through a temporary file and a rename, so
-    a reader never sees half a file."""
+    a reader never sees half a file.
+
+    The file gets the mode any new file gets (0666 less the umask), not the
+    0600 of `tempfile.mkstemp`: a web server must be able to read a model.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = "wb" if isinstance(data, bytes | bytearray) else "w"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as f:
             f.write(data)
@@ -454,6 +459,15 @@ def export_tflite(
     _check_quantization(quantization)
     if beam_width is not None:
         check_beam_width(beam_width, getattr(generator, "target_vocabulary_size", None))
+    path = Path(path)
+    if path.suffix.lower() == ".json":
+        # The manifest is written to `path` with the suffix .json: it would
+        # replace the model.
+        raise ValueError(
+            "Invalid value for argument `path`. Expected the .tflite file to write; "
+            f"the manifest goes beside it as {path.with_suffix('.json').name}. "
+            f"Received: path={str(path)!r}"
+        )
     lite = LiteGenerator(
         generator,
         max_length=max_length,
@@ -464,7 +478,6 @@ def export_tflite(
         source_length=source_length,
     )
     data = convert(lite, quantization)
-    path = Path(path)
     write_atomic(path, data)
     manifest = lite.manifest()
     manifest["quantization"] = quantization

@@ -249,6 +249,7 @@ class Seq2SeqGenerator:
     # ---------------------------------------------------------------- pieces
 
     def _check_source(self, source):
+        given = source
         source = ops.convert_to_tensor(source)
         if self.source_spec is not None:
             shape, dtype = self.source_spec
@@ -258,8 +259,12 @@ class Seq2SeqGenerator:
                     f"Invalid shape for `source`: expected {expected} like the model's "
                     f"source input, received {tuple(source.shape)}."
                 )
-            if "int" in dtype:
-                source = ops.cast(source, "int32")
+            if "int" in dtype and "int" not in str(source.dtype):
+                # A float id 1.7 would be cast to 1: refused, not cast.
+                raise ValueError(
+                    "Invalid dtype for `source`: token ids must be integers. "
+                    f"Received: {source.dtype}"
+                )
         length = source.shape[1]
         if isinstance(length, int) and length > self.max_source_length:
             raise ValueError(
@@ -270,7 +275,9 @@ class Seq2SeqGenerator:
         if "int" in str(source.dtype) and is_eager(source):
             # Negative ids would wrap to the last embedding rows; ids past the
             # vocabulary fail deep in a gather on CPU and read zeros on GPU.
-            values = keras.ops.convert_to_numpy(source)
+            # The ids as given: a backend may have narrowed int64 already.
+            given_ids = isinstance(given, np.ndarray | list | tuple)
+            values = np.asarray(given) if given_ids else keras.ops.convert_to_numpy(source)
             vocabulary = self._source_vocabulary()
             bad = values < 0
             if vocabulary is not None:
@@ -288,6 +295,9 @@ class Seq2SeqGenerator:
                     f"Invalid token id in `source`: {int(values[row, col])} at "
                     f"[{row}, {col}]. {bound}"
                 )
+        if self.source_spec is not None and "int" in self.source_spec[1]:
+            # After the range check: an int64 id 2**32 + 5 is not 5.
+            source = ops.cast(source, "int32")
         return source
 
     def _source_vocabulary(self):

@@ -23,9 +23,12 @@ variable KERAS_ATTENTION_MULTI30K_DIR, or a download into the Keras cache.
 import argparse
 import logging
 
+from keras_attention.generation.search_defaults import BEAM_WIDTH
+from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.translation import commands
 from keras_attention.translation import distribute
 from keras_attention.translation import export
+from keras_attention.translation import runs
 from keras_attention.translation import training
 from keras_attention.translation.model import ATTENTIONS
 from keras_attention.translation.model import DECODER_INITS
@@ -41,14 +44,56 @@ def _unit_interval(text):
     return value
 
 
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def _beam_width(text):
+    value = _positive_int(text)
+    if value > MAX_BEAM_WIDTH:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer from 1 to {MAX_BEAM_WIDTH} (the widest beam), got {text}"
+        )
+    return value
+
+
 def _indices(text):
-    return [int(i) for i in text.split(",") if i.strip()] if text else []
+    try:
+        indices = [int(i) for i in text.split(",") if i.strip()] if text else []
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated sentence numbers, got {text}"
+        ) from None
+    if any(i < 0 for i in indices):
+        raise argparse.ArgumentTypeError(f"expected sentence numbers from 0, got {text}")
+    return indices
 
 
 # Each takes the parsed options and returns what the command returns.
 
 
 def _train(args):
+    # The options that contradict each other, said with the flags' names.
+    if args.conditional and args.attention != "bahdanau":
+        raise SystemExit(
+            f"train: --conditional is a Bahdanau decoder; it cannot be used with "
+            f"--attention {args.attention}"
+        )
+    if args.max_minutes and args.strategy == "multi-worker":
+        raise SystemExit("train: --max-minutes cannot be used with --strategy multi-worker")
+    try:
+        return _train_run(args)
+    except (runs.RunFolderError, runs.CorruptRunError) as error:
+        raise commands.command_error("train", error) from None
+
+
+def _train_run(args):
     return training.train_run(
         args.run_dir,
         data_dir=args.data_dir,
@@ -80,14 +125,14 @@ def _evaluate(args):
         length_penalty=args.length_penalty,
         batch_size=args.batch_size,
         baseline_run_dir=args.baseline_run_dir,
-        heatmaps=_indices(args.heatmaps),
+        heatmaps=args.heatmaps,
         max_sentences=args.max_sentences,
         out_dir=args.out_dir,
     )
 
 
 def _average(args):
-    return commands.average(args.run_dir, args.last, args.out_dir)
+    return commands.average(args.run_dir, args.last, args.out_dir, overwrite=args.overwrite)
 
 
 def _translate(args):
@@ -126,19 +171,19 @@ def build_parser(prog=None):
     p.add_argument("--run-dir", default="runs/bahdanau", help="output folder")
     p.add_argument("--attention", choices=ATTENTIONS, default="bahdanau")
     p.add_argument("--preset", choices=sorted(PRESETS), default="default")
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--embedding-dim", type=int)
-    p.add_argument("--units", type=int)
+    p.add_argument("--epochs", type=_positive_int)
+    p.add_argument("--batch-size", type=_positive_int)
+    p.add_argument("--embedding-dim", type=_positive_int)
+    p.add_argument("--units", type=_positive_int)
     p.add_argument(
         "--encoder-units",
-        type=int,
+        type=_positive_int,
         help="GRU size of each encoder direction (default: units / 2)",
     )
     p.add_argument("--dropout", type=float)
     p.add_argument("--learning-rate", type=float)
-    p.add_argument("--vocab-size", type=int)
-    p.add_argument("--max-train-examples", type=int)
+    p.add_argument("--vocab-size", type=_positive_int)
+    p.add_argument("--max-train-examples", type=_positive_int, help="train on the first N pairs")
     p.add_argument(
         "--label-smoothing", type=_unit_interval, help="ε of the smoothed targets; 0: none"
     )
@@ -181,7 +226,12 @@ def build_parser(prog=None):
         action="store_true",
         help="save the weights after every epoch in RUN_DIR/epochs (for `average`)",
     )
-    p.add_argument("--overwrite", action="store_true", help="replace a finished run")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished run, or start over a damaged one or one started with "
+        "other options (never a folder that is not a run)",
+    )
     p.add_argument(
         "--strategy",
         choices=distribute.STRATEGIES,
@@ -198,19 +248,25 @@ def build_parser(prog=None):
     p.add_argument("--run-dir", default="runs/bahdanau")
     p.add_argument("--splits", default=",".join(commands.TEST_SPLITS))
     p.add_argument("--methods", default="greedy,beam", help="greedy and/or beam")
-    p.add_argument("--beam-width", type=int, default=4)
+    p.add_argument(
+        "--beam-width",
+        type=_beam_width,
+        default=BEAM_WIDTH,
+        help=f"at most {MAX_BEAM_WIDTH} and the target vocabulary",
+    )
     p.add_argument("--length-penalty", type=float, default=0.6)
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=_positive_int, default=64)
     p.add_argument("--baseline-run-dir", help="a run with --attention none")
-    p.add_argument("--heatmaps", default="0,1,2", help="sentence indices to plot")
-    p.add_argument("--max-sentences", type=int, help="score only the first N")
+    p.add_argument("--heatmaps", type=_indices, default=[0, 1, 2], help="sentence indices to plot")
+    p.add_argument("--max-sentences", type=_positive_int, help="score only the first N")
     p.add_argument("--out-dir", help="default: RUN_DIR/eval")
     p.set_defaults(func=_evaluate)
 
     p = subparsers.add_parser("average", help="average a run's last epochs")
     p.add_argument("--run-dir", default="runs/bahdanau", help="trained with --keep-epochs")
-    p.add_argument("--last", type=int, required=True, help="how many of the last epochs")
+    p.add_argument("--last", type=_positive_int, required=True, help="how many of the last epochs")
     p.add_argument("--out-dir", required=True, help="the new run folder")
+    p.add_argument("--overwrite", action="store_true", help="replace a run in --out-dir")
     p.set_defaults(func=_average)
 
     p = subparsers.add_parser(
@@ -226,14 +282,19 @@ def build_parser(prog=None):
     )
     p.add_argument("--run-dir", default="runs/bahdanau")
     p.add_argument("--method", choices=("greedy", "beam"), default="beam")
-    p.add_argument("--beam-width", type=int, default=4)
+    p.add_argument(
+        "--beam-width",
+        type=_beam_width,
+        default=BEAM_WIDTH,
+        help=f"at most {MAX_BEAM_WIDTH} and the target vocabulary",
+    )
     p.set_defaults(func=_translate)
 
     p = subparsers.add_parser("explain", help="attention ablations")
     p.add_argument("--run-dir", default="runs/bahdanau")
     p.add_argument("--split", default="test_2016_flickr")
-    p.add_argument("--max-sentences", type=int, default=1000)
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--max-sentences", type=_positive_int, default=1000)
+    p.add_argument("--batch-size", type=_positive_int, default=64)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_explain)
 
@@ -273,6 +334,18 @@ def main(argv=None, prog=None):
 
 def console_main(argv=None, prog=None):
     """`main` for a shell: the exit status, 0 (the console script
-    `keras-attention-translate` and `python -m keras_attention.translation`)."""
-    main(argv, prog)
+    `keras-attention-translate` and `python -m keras_attention.translation`).
+
+    A run folder that cannot be read (missing, damaged, not a run) is said in
+    one line, `error: message`, with exit status 1, not a traceback.
+    """
+    try:
+        main(argv, prog)
+    except (
+        runs.RunFolderError,
+        runs.CorruptRunError,
+        FileNotFoundError,
+        NotADirectoryError,
+    ) as error:
+        raise commands.command_error("error", error) from None
     return 0

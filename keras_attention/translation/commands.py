@@ -9,6 +9,7 @@ and returns it as data: `evaluate` the scores, `translate` the translations,
 input that is not UTF-8) stop with `SystemExit` and a message naming the input.
 """
 
+import re
 import sys
 from pathlib import Path
 
@@ -17,17 +18,25 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention.decoders.overridden_decoder import overridden_decoder
+from keras_attention.generation.search_defaults import BEAM_WIDTH
+from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.translation import averaging
 from keras_attention.translation import evaluation
 from keras_attention.translation import runs
 from keras_attention.translation.data import load_multi30k
-from keras_attention.translation.runs import CONFIG_FILE
 from keras_attention.translation.runs import MODEL_FILE
-from keras_attention.translation.runs import SOURCE_VOCAB
-from keras_attention.translation.runs import TARGET_VOCAB
 from keras_attention.translation.translator import load_run
+from keras_attention.validation import check_positive_int
 
 TEST_SPLITS = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
+
+
+def command_error(command, error):
+    """The `SystemExit` of a library error, one line for the command line:
+    `COMMAND: message`, the library's `name=True` said as its flag `--name`."""
+    message = re.sub(r"`(\w+)=True`", lambda m: "--" + m.group(1).replace("_", "-"), str(error))
+    return SystemExit(f"{command}: {message}")
+
 
 # ------------------------------------------------------------- evaluate
 
@@ -37,7 +46,7 @@ def evaluate(
     data_dir=None,
     splits=TEST_SPLITS,
     methods=("greedy", "beam"),
-    beam_width=4,
+    beam_width=BEAM_WIDTH,
     length_penalty=0.6,
     batch_size=64,
     baseline_run_dir=None,
@@ -54,7 +63,10 @@ def evaluate(
     sentences numbered in `heatmaps`.
     """
     run_dir = Path(run_dir)
+    check_positive_int("max_sentences", max_sentences, allow_none=True)
     translator, config = load_run(run_dir)
+    if "beam" in methods:
+        _check_beam_width(translator, beam_width, "evaluate")
     splits = list(splits)
     corpus = load_multi30k(splits, data_dir)
     baseline = load_run(baseline_run_dir)[0] if baseline_run_dir else None
@@ -65,14 +77,17 @@ def evaluate(
         data = corpus[split].head(max_sentences)
         for method in methods:
             print(f"{split}: {method} decoding")
-            scores, decoded, hyps = evaluation.decode_and_score(
-                translator,
-                data,
-                method=method,
-                batch_size=batch_size,
-                beam_width=beam_width,
-                length_penalty=length_penalty,
-            )
+            try:
+                scores, decoded, hyps = evaluation.decode_and_score(
+                    translator,
+                    data,
+                    method=method,
+                    batch_size=batch_size,
+                    beam_width=beam_width,
+                    length_penalty=length_penalty,
+                )
+            except evaluation.NonFiniteOutputError as error:
+                raise SystemExit(f"evaluate: {split}: {error}") from None
             scores["decode_seconds"] = round(scores.pop("seconds"), 1)
             if method == "beam":
                 scores.update(beam_width=beam_width, length_penalty=length_penalty)
@@ -182,26 +197,45 @@ def check_lengths(inputs, lengths, limit, command="translate"):
         )
 
 
-def translate(run_dir, sentences=(), method="beam", beam_width=4):
+def _check_beam_width(translator, beam_width, command):
+    try:
+        translator.check_beam_width(beam_width)
+    except ValueError:
+        bound = min(MAX_BEAM_WIDTH, translator.target_tokenizer.vocab_size)
+        raise SystemExit(
+            f"{command}: --beam-width {beam_width} is too wide: at most {bound} (the widest "
+            f"beam is {MAX_BEAM_WIDTH}, and this run's target vocabulary has "
+            f"{translator.target_tokenizer.vocab_size} tokens)"
+        ) from None
+
+
+def translate(run_dir, sentences=(), method="beam", beam_width=BEAM_WIDTH):
     """Prints and returns one translation per sentence; without sentences, one
     per line of standard input (`read_inputs`), blank lines included.
 
-    Every sentence is checked against the model's `max_source_length` before
-    anything is translated (`check_lengths`).
+    Every sentence is checked against the model's `max_source_length`, and
+    the beam width against `MAX_BEAM_WIDTH` and the target vocabulary, before
+    anything is translated (`check_lengths`). A model whose scores are not
+    finite (NaN weights) stops it with an error, not empty lines.
     """
     inputs = read_inputs(sentences)
     if not inputs:
         raise SystemExit("translate: give sentences as arguments or on stdin")
     translator, _ = load_run(run_dir)
+    if method == "beam":
+        _check_beam_width(translator, beam_width, "translate")
     sentences = [text for _, text in inputs]
     check_lengths(inputs, translator.source_lengths(sentences), translator.max_source_length)
-    decoded = evaluation.decode_corpus(
-        translator,
-        sentences,
-        method=method,
-        beam_width=beam_width,
-        progress=False,
-    )
+    try:
+        decoded = evaluation.decode_corpus(
+            translator,
+            sentences,
+            method=method,
+            beam_width=beam_width,
+            progress=False,
+        )
+    except evaluation.NonFiniteOutputError as error:
+        raise SystemExit(f"translate: {error}") from None
     outputs = evaluation.detokenize_output(decoded["text"])
     for sentence in outputs:
         print(sentence)
@@ -284,25 +318,38 @@ def explain(
 # -------------------------------------------------------------- average
 
 
-def average(run_dir, last, out_dir):
+def average(run_dir, last, out_dir, overwrite=False):
     """Writes a run folder whose model averages the `last` epochs of another
-    (trained with `keep_epochs`); returns it."""
+    (trained with `keep_epochs`); returns it.
+
+    `out_dir` must be new or empty, or hold a run and `overwrite` be given
+    (`runs.write_run`); it is checked before anything is computed.
+    """
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     if out_dir.resolve() == run_dir.resolve():
         raise SystemExit("average: --out-dir must differ from --run-dir")
     epochs = averaging.last_epochs(run_dir, last)
+    try:
+        # Checked before the averaging, then again under the folder's lock.
+        runs.check_writable(out_dir, overwrite)
+    except (runs.RunFolderError, runs.CorruptRunError) as error:
+        raise command_error("average", error) from None
     translator, config = load_run(run_dir)
     model = translator.model
     averaging.average_weights(model, [averaging.epoch_weight_path(run_dir, e) for e in epochs])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # Unfinished until the marker is written again, last.
-    (out_dir / runs.FINISHED_FILE).unlink(missing_ok=True)
-    translator.source_tokenizer.save(out_dir / SOURCE_VOCAB)
-    translator.target_tokenizer.save(out_dir / TARGET_VOCAB)
-    runs.save_model(model, out_dir / MODEL_FILE)
-    config = dict(config, averaged_epochs=epochs, averaged_from=str(run_dir))
-    runs.write_json(out_dir / CONFIG_FILE, dict(config, run_format=runs.RUN_FORMAT))
-    runs.finish(out_dir, {"averaged_epochs": epochs, "averaged_from": str(run_dir)})
+    info = {"averaged_epochs": epochs, "averaged_from": str(run_dir)}
+    try:
+        runs.write_run(
+            out_dir,
+            model,
+            translator.source_tokenizer,
+            translator.target_tokenizer,
+            dict(config, **info),
+            info,
+            overwrite=overwrite,
+        )
+    except (runs.RunFolderError, runs.CorruptRunError) as error:
+        raise command_error("average", error) from None
     print(f"averaged epochs {epochs[0]} to {epochs[-1]} of {run_dir}: {out_dir / MODEL_FILE}")
     return out_dir
 
@@ -321,7 +368,7 @@ def status(run_dir):
         found = runs.run_status(run_dir)
     except runs.CorruptRunError as error:
         raise SystemExit(f"corrupt: {error}") from None
-    except NotADirectoryError as error:
+    except (NotADirectoryError, runs.NotARunError) as error:
         raise SystemExit(f"status: {error}") from None
     print(f"{found.state}: {found.detail}")
     return found

@@ -116,8 +116,14 @@ class ParallelSplit:
         return len(self.en)
 
     def head(self, n: int | None) -> ParallelSplit:
-        """The first `n` pairs (all of them when `n` is None or 0), same stats."""
-        if not n:
+        """The first `n` pairs (all of them when `n` is None), same stats.
+
+        Raises:
+            ValueError: `n` is not a positive integer (0 or -1 would
+                silently keep all pairs or drop the last one).
+        """
+        check_positive_int("n", n, allow_none=True)
+        if n is None:
             return self
         return ParallelSplit(en=self.en[:n], fr=self.fr[:n], stats=self.stats)
 

@@ -75,6 +75,10 @@ def decode_and_score(
     return scores, decoded, hypotheses
 
 
+class NonFiniteOutputError(ValueError):
+    """The model's scores are NaN or infinite; the message names the sentence."""
+
+
 def decode_corpus(
     translator,
     sentences,
@@ -99,6 +103,11 @@ def decode_corpus(
         A dict: `text` (list of str, the tokenizer's lowercased, space-split
         output), `tokens` (list of int lists, END excluded), `attention` (list
         of (len(tokens), S) arrays), `source_tokens` (list of int lists).
+
+    Raises:
+        NonFiniteOutputError: the log-probability of a translation is NaN or
+            infinite (a model with NaN weights would otherwise give empty
+            lines); the message names the sentence (1-based).
     """
     import keras
 
@@ -128,6 +137,14 @@ def decode_corpus(
         index = order[begin : begin + batch_size]
         ids = tf.cast(tf.gather(source, index).to_tensor(), tf.int32)
         out = search(ids)
+        scores = out["log_probs"].numpy()  # (B,)
+        if not np.all(np.isfinite(scores)):
+            row = int(np.flatnonzero(~np.isfinite(scores))[0])
+            raise NonFiniteOutputError(
+                f"The model's output is not finite ({scores[row]} log-probability) for "
+                f"sentence {int(index[row]) + 1}: its weights or activations hold NaN or "
+                "infinite values, and every translation would be empty or wrong."
+            )
         tokens = out["tokens"].numpy()
         attention = out["attention"].numpy()
         text = translator.detokenize(tokens)

@@ -34,7 +34,6 @@ import argparse
 import datetime
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -42,6 +41,12 @@ import keras
 import tensorflow as tf
 
 from keras_attention.export.tflite import write_atomic
+from keras_attention.generation.search_defaults import BEAM_WIDTH
+from keras_attention.generation.search_defaults import LENGTH_PENALTY
+from keras_attention.generation.search_defaults import MAX_BATCH
+from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
+from keras_attention.generation.search_defaults import check_beam_width
+from keras_attention.translation.atomic import replaced_folder
 from keras_attention.translation.lite import TFLITE_CONFIG_FILE
 from keras_attention.translation.lite import VARIANTS
 from keras_attention.translation.lite import check_variants
@@ -81,25 +86,36 @@ def export_run(
     out_dir,
     variants=VARIANTS,
     max_length=None,
-    beam_width=4,
-    length_penalty=0.6,
+    beam_width=BEAM_WIDTH,
+    length_penalty=LENGTH_PENALTY,
     saved_model=True,
     version=1,
     source_length=None,
     tflite_beam=False,
+    max_batch=MAX_BATCH,
 ):
     """Exports a training run's model as a SavedModel and TFLite variants.
+
+    The export is written whole or not at all: into a temporary folder beside
+    `out_dir`, which replaces `out_dir` once complete
+    (`atomic.replaced_folder`). A process killed at any instant leaves the
+    earlier export or the new one, never a mix of the two (an old
+    `export.json` beside a new SavedModel). The SavedModel versions other
+    than `version` of an earlier export are kept (TensorFlow Serving serves
+    the newest).
 
     Args:
         run_dir: a finished training run (model.keras, config.json,
             source_vocab/, target_vocab/).
-        out_dir: the output folder (created; files of an earlier export are
-            replaced).
+        out_dir: the output folder: new, empty, or an earlier export (it
+            holds only `export.json`, `saved_model/`, `tflite/`), which is
+            replaced. A folder holding anything else is refused.
         variants: the TFLite variants, a subset of `VARIANTS`; empty for none.
         max_length: int, the most output tokens (END included), or None for
             `2 * S + 10` (S: source length), which never cuts a Multi30k
             sentence.
-        beam_width: the beam width of the SavedModel's `beam` signature.
+        beam_width: the beam width of the SavedModel's `beam` signature, at
+            most `MAX_BEAM_WIDTH` (64) and the target vocabulary.
         length_penalty: its GNMT length penalty.
         saved_model: bool, write the SavedModel.
         version: int, the SavedModel's version folder (TensorFlow Serving).
@@ -108,22 +124,90 @@ def export_run(
             SavedModel keeps a dynamic length.
         tflite_beam: bool, add `translate_beam` (beam search with
             `beam_width` and `length_penalty`) to the TFLite models.
+        max_batch: the most sentences in one SavedModel request (see
+            `ServingTranslator`).
 
     Returns:
         The manifest dict, also written to `out_dir/export.json`.
 
     Raises:
         FileNotFoundError: the run folder is incomplete (from `load_run`).
-        ValueError: an unknown variant, or a `max_length` or `beam_width`
-            that is not a positive integer.
+        ValueError: an unknown variant, a `max_length`, `source_length` or
+            `max_batch` that is not a positive integer, a `beam_width` out of
+            bounds, or an `out_dir` that holds something else than an export.
     """
     variants = check_variants(variants)
     check_positive_int("max_length", max_length, allow_none=True)
-    check_positive_int("beam_width", beam_width)
+    check_beam_width(beam_width)
     check_positive_int("source_length", source_length, allow_none=True)
-    translator, config = load_run(run_dir)
+    check_positive_int("max_batch", max_batch)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_export_folder(out_dir)
+    translator, config = load_run(run_dir)
+    translator.check_beam_width(beam_width)
+    # Kept from an earlier export: the SavedModel versions not written now.
+    keep = []
+    if (out_dir / SAVED_MODEL_DIR).is_dir():
+        keep = [
+            f"{SAVED_MODEL_DIR}/{p.name}"
+            for p in (out_dir / SAVED_MODEL_DIR).iterdir()
+            if not (saved_model and p.name == str(version))
+        ]
+    with replaced_folder(out_dir, keep=keep) as staging:
+        manifest = _write_export(
+            translator,
+            config,
+            run_dir,
+            staging,
+            variants,
+            max_length,
+            beam_width,
+            length_penalty,
+            saved_model,
+            version,
+            source_length,
+            tflite_beam,
+            max_batch,
+        )
+    return manifest
+
+
+def check_export_folder(out_dir):
+    """Raises `ValueError` unless `out_dir` is missing, empty or an export
+    (only `export.json`, `saved_model/` and `tflite/`): an export replaces
+    the folder whole, so it must hold nothing else."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"The export folder {out_dir} is a file.")
+    if not out_dir.exists():
+        return
+    allowed = {MANIFEST_FILE, SAVED_MODEL_DIR, TFLITE_DIR}
+    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in allowed)
+    if foreign:
+        raise ValueError(
+            f"The export folder {out_dir} holds {', '.join(foreign[:5])}"
+            f"{' ...' if len(foreign) > 5 else ''}, which an export never writes; an "
+            "export replaces its folder whole. Nothing was changed. Export into a new "
+            "or empty folder, or an earlier export."
+        )
+
+
+def _write_export(
+    translator,
+    config,
+    run_dir,
+    out_dir,
+    variants,
+    max_length,
+    beam_width,
+    length_penalty,
+    saved_model,
+    version,
+    source_length,
+    tflite_beam,
+    max_batch,
+):
+    """The files of `export_run`, written into `out_dir` (a new folder)."""
     manifest = {
         "format_version": _FORMAT_VERSION,
         "run_dir": str(Path(run_dir).resolve()),
@@ -137,14 +221,13 @@ def export_run(
     }
     if saved_model:
         path = out_dir / SAVED_MODEL_DIR / str(version)
-        if path.exists():
-            shutil.rmtree(path)
-        export_saved_model(translator, path, max_length, beam_width, length_penalty)
+        export_saved_model(translator, path, max_length, beam_width, length_penalty, max_batch)
         manifest["saved_model"] = {
             "path": str(path.relative_to(out_dir)),
             "signatures": list(SIGNATURES),
             "beam_width": beam_width,
             "length_penalty": length_penalty,
+            "max_batch": max_batch,
         }
     if variants:
         folder = out_dir / TFLITE_DIR
@@ -199,8 +282,21 @@ def parse_args(argv=None):
         action="store_true",
         help="add `translate_beam` (--beam-width, --length-penalty) to the TFLite models",
     )
-    parser.add_argument("--beam-width", type=int, default=4, help="SavedModel `beam`")
-    parser.add_argument("--length-penalty", type=float, default=0.6, help="SavedModel `beam`")
+    parser.add_argument(
+        "--beam-width",
+        type=int,
+        default=BEAM_WIDTH,
+        help=f"SavedModel `beam` (at most {MAX_BEAM_WIDTH} and the target vocabulary)",
+    )
+    parser.add_argument(
+        "--length-penalty", type=float, default=LENGTH_PENALTY, help="SavedModel `beam`"
+    )
+    parser.add_argument(
+        "--max-batch",
+        type=int,
+        default=MAX_BATCH,
+        help="the most sentences in one SavedModel request; more are refused",
+    )
     parser.add_argument("--no-saved-model", action="store_true", help="TFLite only")
     parser.add_argument("--version", type=int, default=1, help="SavedModel version folder")
     return parser.parse_args(argv)
@@ -221,6 +317,7 @@ def main(argv=None):
             version=args.version,
             source_length=args.source_length,
             tflite_beam=args.tflite_beam,
+            max_batch=args.max_batch,
         )
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)

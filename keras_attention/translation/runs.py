@@ -29,22 +29,32 @@ A file that exists but cannot be read is reported as corrupt
 (`CorruptRunError`, naming the file and what is wrong), never as missing.
 """
 
-import contextlib
 import csv
 import dataclasses
 import io
 import json
+import logging
 import math
 import os
 import shutil
-import time
 import zipfile
 from pathlib import Path
 
 import h5py
 import keras
 
+try:
+    import fcntl
+except ImportError:  # Windows: the lock falls back to the pid in the file
+    fcntl = None
+
 from keras_attention.translation import averaging
+from keras_attention.translation.atomic import TEMP_PREFIX
+from keras_attention.translation.atomic import WRITE_DELAY_ENV  # noqa: F401 (tests' hook)
+from keras_attention.translation.atomic import atomic_path
+from keras_attention.translation.atomic import process_is_running
+from keras_attention.translation.atomic import write_json
+from keras_attention.translation.atomic import write_text
 
 MODEL_FILE = "model.keras"
 CONFIG_FILE = "config.json"
@@ -57,6 +67,12 @@ FINISHED_FILE = "finished.json"
 BACKUP_DIR = "backup"
 STATE_FILE = "state.json"
 LOGS_DIR = "logs"
+# Held (and holding the pid of) the process that writes the run folder.
+LOCK_FILE = "run.lock"
+# What the commands write into a run folder besides the run itself:
+# `evaluate` (its default --out-dir), `explain`, and the export of
+# examples/run_translator.sh.
+COMMAND_OUTPUTS = ("eval", "explain.json", "export")
 # The folders of a run folder that `train` writes files into.
 _TRAIN_FOLDERS = (SOURCE_VOCAB, TARGET_VOCAB, BACKUP_DIR, averaging.EPOCHS_DIR)
 # Written into config.json by this version; a folder without it predates
@@ -64,21 +80,54 @@ _TRAIN_FOLDERS = (SOURCE_VOCAB, TARGET_VOCAB, BACKUP_DIR, averaging.EPOCHS_DIR)
 RUN_FORMAT = 2
 # The keys of config.json that the commands read after loading a run.
 REQUIRED_CONFIG_KEYS = ("attention",)
+# Every name a run folder may hold; `worker_N` folders and temporary files
+# too (`_is_run_entry`).
+RUN_ENTRIES = frozenset(
+    (*RUN_FILES, HISTORY_FILE, FINISHED_FILE, BACKUP_DIR, averaging.EPOCHS_DIR, LOGS_DIR)
+    + (LOCK_FILE, *COMMAND_OUTPUTS)
+)
+# What a run holds before its config.json exists (killed while it learned
+# the vocabularies).
+_BEFORE_CONFIG = frozenset((SOURCE_VOCAB, TARGET_VOCAB, LOCK_FILE))
 
 NEW = "new"
 UNFINISHED = "unfinished"
 FINISHED = "finished"
 
-# Temporary files start with this (and the writer's process id): a glob for
-# `remove_temporaries`, and never a name that `averaging` or Keras would read.
-TEMP_PREFIX = ".tmp-"
-# Test hook: seconds to sleep between writing a temporary file and renaming
-# it, so that a test can kill a process inside a write.
-WRITE_DELAY_ENV = "KERAS_ATTENTION_WRITE_DELAY"
-
 
 class CorruptRunError(ValueError):
     """A file of a run folder exists but is damaged; the message names it."""
+
+
+class RunFolderError(ValueError):
+    """The folder cannot be used as asked; the message says why and what to do.
+
+    Nothing in the folder was changed when it is raised.
+    """
+
+
+class NotARunError(RunFolderError):
+    """The folder holds files that are not a run of this package."""
+
+
+class RunExistsError(RunFolderError):
+    """The folder holds a run and `overwrite` was not given."""
+
+
+class RunInUseError(RunFolderError):
+    """Another process holds the folder's lock (`LOCK_FILE`)."""
+
+
+class RunOptionsError(RunFolderError):
+    """A run was resumed with other options than it was started with.
+
+    Attributes:
+        differences: `{key: (value in config.json, value asked for)}`.
+    """
+
+    def __init__(self, message, differences):
+        super().__init__(message)
+        self.differences = differences
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,49 +146,6 @@ class RunStatus:
 
 
 # ------------------------------------------------------------ writing
-
-
-@contextlib.contextmanager
-def atomic_path(path):
-    """Yields a temporary path to write `path`'s new content to.
-
-    When the block ends normally the temporary file is flushed to disk and
-    renamed over `path` (`os.replace`: atomic on POSIX and Windows); when it
-    raises, the temporary file is removed and `path` is left as it was.
-
-    ```python
-    with atomic_path(run_dir / "model.keras") as temporary:
-        model.save(temporary)
-    ```
-    """
-    path = Path(path)
-    # Same folder (a rename across file systems is not atomic) and same
-    # suffix (Keras checks `.keras` and `.weights.h5`).
-    temporary = path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{path.name}")
-    try:
-        yield temporary
-        _fsync(temporary)
-        delay = float(os.environ.get(WRITE_DELAY_ENV) or 0)
-        if delay:
-            time.sleep(delay)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise
-    # The rename itself reaches the disk with the folder's entry.
-    _fsync(path.parent, folder=True)
-
-
-def write_text(path, text):
-    """Writes `text` (UTF-8) to `path` atomically."""
-    with atomic_path(path) as temporary:
-        Path(temporary).write_text(text, encoding="utf-8")
-
-
-def write_json(path, data):
-    """Writes `data` as indented JSON to `path` atomically."""
-    write_text(path, json.dumps(data, indent=2) + "\n")
 
 
 def save_model(model, path):
@@ -166,16 +172,6 @@ def write_history(run_dir, rows):
     writer.writeheader()
     writer.writerows(rows)
     write_text(Path(run_dir) / HISTORY_FILE, text.getvalue())
-
-
-def _fsync(path, folder=False):
-    if folder and not hasattr(os, "O_DIRECTORY"):
-        return  # Windows cannot open a folder; its rename is durable enough.
-    descriptor = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if folder else 0))
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def remove_temporaries(run_dir):
@@ -301,16 +297,26 @@ def read_state(run_dir):
 def run_status(run_dir):
     """Whether `run_dir` is a new, unfinished or finished run (`RunStatus`).
 
+    A folder that holds nothing but a lock file (or temporary files) is new.
+
     Raises:
         NotADirectoryError: `run_dir` is a file.
-        CorruptRunError: `finished.json` or the backup is damaged.
+        NotARunError: the folder holds files that are not a run's
+            (`check_ours`).
+        CorruptRunError: `finished.json`, `config.json` or the backup is
+            damaged.
     """
     run_dir = Path(run_dir)
     if not run_dir.exists():
         return RunStatus(NEW, detail=f"{run_dir} does not exist")
     run_dir = _folder(run_dir)
-    if (run_dir / FINISHED_FILE).exists():
-        read_json(run_dir / FINISHED_FILE)
+    if not _entries(run_dir) - {LOCK_FILE}:
+        return RunStatus(NEW, detail=f"{run_dir} is empty")
+    finished = (run_dir / FINISHED_FILE).exists()
+    if finished:
+        read_json(run_dir / FINISHED_FILE)  # a damaged marker is reported as such
+    check_ours(run_dir)
+    if finished:
         return RunStatus(FINISHED, detail=f"{run_dir} holds a finished run ({FINISHED_FILE})")
     state = read_state(run_dir)
     if state is not None:
@@ -323,11 +329,66 @@ def run_status(run_dir):
         return RunStatus(
             FINISHED, detail=f"{run_dir} holds a finished run (of a version before {FINISHED_FILE})"
         )
-    if not any(run_dir.iterdir()):
-        return RunStatus(NEW, detail=f"{run_dir} is empty")
     return RunStatus(
         UNFINISHED, 0, f"{run_dir} holds an unfinished run with no epoch backed up yet"
     )
+
+
+def _entries(run_dir):
+    """The names in `run_dir`, less temporary files."""
+    return {p.name for p in Path(run_dir).iterdir() if not p.name.startswith(TEMP_PREFIX)}
+
+
+def _is_run_entry(name):
+    worker = name.startswith("worker_") and name[len("worker_") :].isdigit()
+    return name in RUN_ENTRIES or worker or name.startswith(TEMP_PREFIX)
+
+
+def check_ours(run_dir):
+    """Raises `NotARunError` unless `run_dir` is empty or holds a run of this
+    package, and nothing else.
+
+    A run folder holds only the names of `RUN_ENTRIES` (and `worker_N`
+    folders, temporary files), and a `config.json` of a run (with
+    `run_format`, or the `attention` of an older version) before any model,
+    history or backup: `train` writes it right after the vocabularies. So a
+    project folder that happens to hold a `model.keras`, a `history.csv` or
+    a `backup/` of its own is never taken for a run, and nothing in it is
+    deleted.
+
+    Raises:
+        NotARunError: naming what does not belong to a run.
+        CorruptRunError: its `config.json` is not a JSON object.
+    """
+    run_dir = Path(run_dir)
+    entries = _entries(run_dir)
+    foreign = sorted(name for name in entries if not _is_run_entry(name))
+    advice = (
+        "Nothing was changed. Give the run a new or empty folder (a run folder "
+        "holds only what a run writes)."
+    )
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (
+            f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        )
+        raise NotARunError(
+            f"{run_dir} is not a run folder of keras_attention.translation: it holds "
+            f"{shown}, which a run never writes. {advice}"
+        )
+    if (run_dir / CONFIG_FILE).exists():
+        config = read_json(run_dir / CONFIG_FILE)
+        if "run_format" not in config and "attention" not in config:
+            raise NotARunError(
+                f"{run_dir} is not a run folder of keras_attention.translation: its "
+                f"{CONFIG_FILE} is not a run's (it has neither 'run_format' nor "
+                f"'attention'). {advice}"
+            )
+    elif entries - _BEFORE_CONFIG:
+        written = ", ".join(sorted(entries - _BEFORE_CONFIG))
+        raise NotARunError(
+            f"{run_dir} is not a run folder of keras_attention.translation: it holds "
+            f"{written} but no {CONFIG_FILE}, which a run writes before them. {advice}"
+        )
 
 
 def _folder(run_dir):
@@ -368,6 +429,213 @@ def clear(run_dir, keep_config=False):
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
+
+
+def check_options(run_dir, config, ignore=()):
+    """Raises `RunOptionsError` unless `config` agrees with the run's
+    `config.json` on every key both hold (but those in `ignore`).
+
+    Run before anything of the run is rewritten: a resumed run must train the
+    model it started, on the vocabularies it learned.
+    """
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.exists():
+        return
+    saved = read_json(path)
+    differences = {
+        key: (saved[key], value)
+        for key, value in config.items()
+        if key in saved and key not in ignore and saved[key] != value
+    }
+    if differences:
+        listed = "; ".join(
+            f"{key} {new!r} (the run has {old!r})" for key, (old, new) in differences.items()
+        )
+        raise RunOptionsError(
+            f"{run_dir} holds a run started with other options: {listed}. Nothing was "
+            "changed. Resume it with its own options, use another run folder, or pass "
+            "`overwrite=True` to start it over with these.",
+            differences,
+        )
+
+
+def write_run(run_dir, model, source_tokenizer, target_tokenizer, config, info, overwrite=False):
+    """Writes a finished run folder from a model (what `average` writes).
+
+    The folder must be new or empty, or hold a run of this package and
+    `overwrite` be given; it is locked while written. The files go in this
+    order: the vocabularies, `config.json`, `model.keras`, then
+    `finished.json`, so that a process killed on the way leaves an
+    unfinished run, never a finished one with missing files.
+
+    Args:
+        run_dir: the folder (created).
+        model: the model, saved as `model.keras`.
+        source_tokenizer: saved as `source_vocab/` (any object with `save`).
+        target_tokenizer: saved as `target_vocab/`.
+        config: the content of `config.json` (`run_format` is added).
+        info: the content of `finished.json`.
+        overwrite: replace a run the folder holds.
+
+    Raises:
+        NotARunError: the folder holds something else.
+        RunExistsError: it holds a run and not `overwrite`.
+        RunInUseError: another process holds its lock.
+        CorruptRunError: it holds a damaged run and not `overwrite`.
+    """
+    run_dir = Path(run_dir)
+    check_writable(run_dir, overwrite)
+    with RunLock(run_dir):
+        check_writable(run_dir, overwrite)  # again, now that no one else writes
+        clear(run_dir)
+        source_tokenizer.save(run_dir / SOURCE_VOCAB)
+        target_tokenizer.save(run_dir / TARGET_VOCAB)
+        write_json(run_dir / CONFIG_FILE, dict(config, run_format=RUN_FORMAT))
+        save_model(model, run_dir / MODEL_FILE)
+        finish(run_dir, info)
+    return run_dir
+
+
+def check_writable(run_dir, overwrite=False):
+    """Raises unless a new run may be written into `run_dir` (`write_run`):
+    the folder is new or empty, or holds a run (whole or damaged) of this
+    package and `overwrite` is given.
+
+    Raises:
+        NotARunError: the folder holds something else (even with
+            `overwrite`).
+        RunExistsError: it holds a run and not `overwrite`.
+        CorruptRunError: it holds a damaged run and not `overwrite`.
+        NotADirectoryError: `run_dir` is a file.
+    """
+    try:
+        status = run_status(run_dir)
+    except CorruptRunError as error:
+        if not overwrite:
+            raise CorruptRunError(f"{error} Pass `overwrite=True` to replace it.") from None
+        return
+    if status.state != NEW and not overwrite:
+        raise RunExistsError(
+            f"{status.detail}. Nothing was changed. Use another folder, or pass "
+            "`overwrite=True` to replace it."
+        )
+
+
+class RunLock:
+    """An exclusive lock on a run folder, held while a process writes it.
+
+    `RUN_DIR/run.lock` holds the holder's process id. On POSIX the lock is an
+    `flock` on that file, which the system releases when the process ends,
+    however it ends; on Windows the file's existence is the lock. A lock file
+    whose process is no longer running (killed) is stale: it is taken over,
+    and reported (a warning, and `stale_pid`).
+
+    ```python
+    with RunLock(run_dir):
+        ...  # no other process writes run_dir meanwhile
+    ```
+
+    Raises (on entry):
+        RunInUseError: another running process holds the lock; the message
+            names its process id and the lock file.
+    """
+
+    def __init__(self, run_dir):
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK_FILE
+        self.stale_pid = None
+        self._descriptor = None
+
+    def __enter__(self):
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        take = self._flock if fcntl is not None else self._exclusive_create
+        for _ in range(10):  # another process may replace the file meanwhile
+            if take():
+                break
+        else:
+            self._refuse(None)
+        if self.stale_pid is not None:
+            logging.warning(
+                "%s: took over the stale lock of process %d, which is no longer running "
+                "(killed?); the run resumes from its files.",
+                self.path,
+                self.stale_pid,
+            )
+        return self
+
+    def __exit__(self, *exc_info):
+        with_lock = self._descriptor
+        self._descriptor = None
+        # Removed while still held, so that no one locks the removed file.
+        self.path.unlink(missing_ok=True)
+        if with_lock is not None:
+            os.close(with_lock)
+        return False
+
+    def _refuse(self, holder):
+        who = f"process {holder}" if holder else "another process"
+        raise RunInUseError(
+            f"{self.run_dir} is in use by {who} (its lock file {self.path}); two "
+            "processes writing one run folder would mix their epochs. Wait for it to "
+            "end, or use another run folder."
+        )
+
+    def _flock(self):
+        descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = _read_pid(descriptor)
+            os.close(descriptor)
+            self._refuse(holder)
+        try:
+            same = os.fstat(descriptor).st_ino == os.stat(self.path).st_ino
+        except FileNotFoundError:
+            same = False  # its holder removed it after we opened it
+        if not same:
+            os.close(descriptor)
+            return False
+        previous = _read_pid(descriptor)
+        if previous and previous != os.getpid():
+            self.stale_pid = previous  # it holds no flock: its process ended
+        self._write_pid(descriptor)
+        return True
+
+    def _exclusive_create(self):
+        try:
+            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            holder = _read_pid_file(self.path)
+            if holder and process_is_running(holder):
+                self._refuse(holder)
+            self.stale_pid = holder
+            self.path.unlink(missing_ok=True)
+            return False
+        self._write_pid(descriptor)
+        return True
+
+    def _write_pid(self, descriptor):
+        os.ftruncate(descriptor, 0)
+        os.lseek(descriptor, 0, os.SEEK_SET)
+        os.write(descriptor, f"{os.getpid()}\n".encode())
+        os.fsync(descriptor)
+        self._descriptor = descriptor
+
+
+def _read_pid(descriptor):
+    try:
+        text = os.pread(descriptor, 64, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _read_pid_file(path):
+    try:
+        text = Path(path).read_text(encoding="ascii", errors="replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def restore(model, run_dir, state):

@@ -9,6 +9,14 @@ vocabulary) with punctuation split off by spaces, `"un homme fait du vélo ."`;
 host if wanted. Loading needs TensorFlow and `import tensorflow_text` (which
 registers the tokenizer ops), not keras_attention.
 
+Bounds per request: at most `max_batch` sentences (`MAX_BATCH`, 64, by
+default; a larger batch fails with `InvalidArgumentError` "batch of N
+sentences, more than max_batch=64": split it), each read up to
+`max_source_length` tokens (longer ones are truncated, see `truncated`), each
+translation at most `max_length` tokens, and a beam of at most
+`MAX_BEAM_WIDTH` hypotheses, fixed at export. The work of one request is
+therefore bounded by max_batch × beam × max_length × max_source_length.
+
 The ids-in, ids-out SavedModel of any generator is
 `keras_attention.export.export_saved_model`; this module adds the text.
 """
@@ -16,6 +24,11 @@ The ids-in, ids-out SavedModel of any generator is
 from pathlib import Path
 
 import tensorflow as tf
+
+from keras_attention.generation.search_defaults import BEAM_WIDTH
+from keras_attention.generation.search_defaults import LENGTH_PENALTY
+from keras_attention.generation.search_defaults import MAX_BATCH
+from keras_attention.validation import check_positive_int
 
 SIGNATURES = ("serving_default", "beam")
 
@@ -28,26 +41,51 @@ class ServingTranslator(tf.Module):
         max_length: int, the most output tokens (END included), or None for
             min(2 * S + 10, the generator's `max_output_length`) with S the
             longest (truncated) source in the batch.
-        beam_width: int, the beam of the `beam` signature.
+        beam_width: int, the beam of the `beam` signature, at most
+            `MAX_BEAM_WIDTH` and the target vocabulary.
         length_penalty: float, its GNMT length penalty.
+        max_batch: int, the most sentences in one request; a larger batch
+            fails with `InvalidArgumentError` naming both numbers.
 
-    Bounds: a sentence of more than `translator.max_source_length` source
-    tokens (512 by default) is truncated to its first ones; the output
-    `truncated` (batch,) bool says which were, `source_ids` holds what was
-    read. An empty or blank sentence gives an empty translation, and a batch
-    of 0 sentences 0 translations.
+    Bounds: a batch of more than `max_batch` sentences is refused. A
+    sentence of more than `translator.max_source_length` source tokens (512
+    by default) is truncated to its first ones; the output `truncated`
+    (batch,) bool says which were, `source_ids` holds what was read. An empty
+    or blank sentence gives an empty translation, and a batch of 0 sentences
+    0 translations.
     """
 
-    def __init__(self, translator, max_length=None, beam_width=4, length_penalty=0.6):
+    def __init__(
+        self,
+        translator,
+        max_length=None,
+        beam_width=BEAM_WIDTH,
+        length_penalty=LENGTH_PENALTY,
+        max_batch=MAX_BATCH,
+    ):
         super().__init__(name="serving_translator")
+        check_positive_int("max_batch", max_batch)
         self.translator = translator
         self.max_length = max_length
-        self.beam_width = beam_width
+        self.beam_width = translator.check_beam_width(beam_width)
         self.length_penalty = length_penalty
+        self.max_batch = int(max_batch)
 
     def _source_ids(self, sentences):
         """(B,) strings → (B, S) int32 ids, 0-padded, S ≤ max_source_length,
-        and (B,) bool, the sentences cut to that length."""
+        and (B,) bool, the sentences cut to that length. Fails for B >
+        max_batch."""
+        batch = tf.size(sentences)
+        check = tf.debugging.Assert(
+            batch <= self.max_batch,
+            [
+                "The request holds a batch of",
+                batch,
+                f"sentences, more than max_batch={self.max_batch}: split it.",
+            ],
+        )
+        with tf.control_dependencies([check]):
+            sentences = tf.identity(sentences)
         limit = self.translator.max_source_length
         ragged = self.translator.source_tokenizer.tokenize(sentences)  # (B, None)
         truncated = ragged.row_lengths() > limit  # (B,)
@@ -69,7 +107,8 @@ class ServingTranslator(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def greedy(self, sentences):
-        """(B,) English strings → dict: `translation` (B,) French strings, ..."""
+        """(B,) English strings, B ≤ max_batch → dict: `translation` (B,)
+        French strings, ..."""
         source_ids, truncated = self._source_ids(sentences)
         result = self.translator.greedy(source_ids, max_length=self.max_length)
         return self._outputs(source_ids, truncated, result)
@@ -87,7 +126,14 @@ class ServingTranslator(tf.Module):
         return self._outputs(source_ids, truncated, result)
 
 
-def export_saved_model(translator, path, max_length=None, beam_width=4, length_penalty=0.6):
+def export_saved_model(
+    translator,
+    path,
+    max_length=None,
+    beam_width=BEAM_WIDTH,
+    length_penalty=LENGTH_PENALTY,
+    max_batch=MAX_BATCH,
+):
     """Writes the text-in, text-out SavedModel (signatures `serving_default`, `beam`).
 
     Args:
@@ -96,11 +142,12 @@ def export_saved_model(translator, path, max_length=None, beam_width=4, length_p
         max_length: see `ServingTranslator`.
         beam_width: see `ServingTranslator`.
         length_penalty: see `ServingTranslator`.
+        max_batch: see `ServingTranslator`.
 
     Returns:
         `path`, as a `Path`.
     """
-    module = ServingTranslator(translator, max_length, beam_width, length_penalty)
+    module = ServingTranslator(translator, max_length, beam_width, length_penalty, max_batch)
     signatures = {
         "serving_default": module.greedy.get_concrete_function(),
         "beam": module.beam.get_concrete_function(),

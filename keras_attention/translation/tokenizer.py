@@ -46,7 +46,7 @@ from pathlib import Path
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_attention.translation.runs import write_text
+from keras_attention.translation.atomic import write_text
 from keras_attention.validation import check_positive_int
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
@@ -319,7 +319,7 @@ class SubwordTokenizer(tf.Module):
         """
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
-        # Each file is written whole or not at all (see `runs.atomic_path`).
+        # Each file is written whole or not at all (see `atomic.atomic_path`).
         write_text(folder / VOCAB_FILE, "".join(token + "\n" for token in self._vocab))
         config = {
             "format_version": _FORMAT_VERSION,

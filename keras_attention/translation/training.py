@@ -34,6 +34,7 @@ from keras_attention.translation.runs import MODEL_FILE
 from keras_attention.translation.runs import SOURCE_VOCAB
 from keras_attention.translation.runs import TARGET_VOCAB
 from keras_attention.translation.tokenizer import SubwordTokenizer
+from keras_attention.validation import check_positive_int
 
 # Sizes of the two presets. "default" follows the published system (embedding
 # 128, GRU 256); "tiny" is a first look that finishes in about two minutes.
@@ -82,6 +83,19 @@ PRESETS = {
 # Training pairs with a side longer than this many words are skipped (and
 # counted in the log); evaluation splits are never filtered.
 MAX_TRAIN_WORDS = 50
+# The options that are positive integers (or None: the preset's).
+INT_OPTIONS = (
+    "embedding_dim",
+    "units",
+    "encoder_units",
+    "batch_size",
+    "epochs",
+    "max_train_examples",
+    "vocab_size",
+)
+# Options of config.json that a resumed run may change: how it runs, not
+# what it trains.
+SESSION_OPTIONS = ("strategy", "replicas", "max_minutes")
 
 
 def train_run(
@@ -120,7 +134,9 @@ def train_run(
         seed: the weights, the dropout and the shuffling.
         keep_epochs: also save every epoch's weights in `RUN_DIR/epochs`
             (for `average`).
-        overwrite: replace a finished run, or start a damaged one over.
+        overwrite: replace a finished run of this package, or start over a
+            damaged one or an unfinished one started with other options. A
+            folder that is not a run of this package is never touched.
         strategy: one of `distribute.STRATEGIES`; `batch_size` is then per
             replica.
         **overrides: values of the preset's keys (`epochs=`, `units=`,
@@ -130,37 +146,24 @@ def train_run(
         The run folder (a `Path`).
 
     Raises:
-        SystemExit: with the reason, when the run folder holds a finished run
-            (and not `overwrite`) or a damaged one, or the options contradict
-            each other; nothing is written then.
+        ValueError: an option is invalid, or two contradict each other.
+        keras_attention.translation.runs.RunFolderError: the folder is not a
+            run of this package (`NotARunError`), holds a finished run and not
+            `overwrite` (`RunExistsError`), is being trained by another
+            process (`RunInUseError`), or holds an unfinished run started with
+            other options and not `overwrite` (`RunOptionsError`, naming
+            them).
+        keras_attention.translation.runs.CorruptRunError: it holds a damaged
+            run and not `overwrite`.
+        NotADirectoryError: `run_dir` is a file.
+
+        Nothing in the folder is changed when one of these is raised.
     """
-    if preset not in PRESETS:
-        raise ValueError(
-            f"Invalid value for argument `preset`. Expected one of {sorted(PRESETS)}. "
-            f"Received: preset={preset!r}"
-        )
-    unknown = sorted(set(overrides) - set(PRESETS[preset]))
-    if unknown:
-        raise ValueError(
-            f"Invalid keyword arguments {unknown}. Expected the keys of a preset: "
-            f"{sorted(PRESETS[preset])}."
-        )
-    if max_minutes and strategy == "multi-worker":
-        # Workers would stop after different epochs and wait on each other.
-        raise SystemExit("train: --max-minutes cannot be used with --strategy multi-worker")
-    try:
-        # The rule is the model's; the message speaks of the command line.
-        check_conditional(attention, overrides.get("conditional"))
-    except ValueError:
-        raise SystemExit(
-            f"train: --conditional is a Bahdanau decoder; it cannot be used with "
-            f"--attention {attention}"
-        ) from None
+    check_options(preset, attention, max_minutes, strategy, overrides)
     tf_strategy = distribute.make_strategy(strategy)
     replicas = tf_strategy.num_replicas_in_sync
     # Workers other than the chief write to a private sub-folder.
     run_dir = distribute.worker_run_dir(run_dir)
-    state = prepare_run_dir(run_dir, overwrite)
     config = dict(PRESETS[preset])
     for key in config:
         value = overrides.get(key)
@@ -172,6 +175,51 @@ def train_run(
     # The presets' conditional decoder is a Bahdanau decoder; the others have none.
     config["conditional"] = config["conditional"] and attention == "bahdanau"
     config["lr_schedule"] = lr_schedule
+    # Read-only, before the lock file is written into the folder: a folder
+    # that is not a run of ours is never written to. Checked again under the
+    # lock.
+    check_run_dir(run_dir, overwrite, config)
+    with runs.RunLock(run_dir):
+        state = prepare_run_dir(run_dir, overwrite, config)
+        _train(run_dir, config, state, tf_strategy, patience, max_minutes, keep_epochs, data_dir)
+    return run_dir
+
+
+def check_options(preset, attention, max_minutes, strategy, overrides):
+    """Raises `ValueError` for an option of `train_run` that is invalid or
+    contradicts another one."""
+    if preset not in PRESETS:
+        raise ValueError(
+            f"Invalid value for argument `preset`. Expected one of {sorted(PRESETS)}. "
+            f"Received: preset={preset!r}"
+        )
+    unknown = sorted(set(overrides) - set(PRESETS[preset]))
+    if unknown:
+        raise ValueError(
+            f"Invalid keyword arguments {unknown}. Expected the keys of a preset: "
+            f"{sorted(PRESETS[preset])}."
+        )
+    for key in INT_OPTIONS:
+        check_positive_int(key, overrides.get(key), allow_none=True)
+    if max_minutes is not None and not max_minutes > 0:
+        raise ValueError(
+            "Invalid value for argument `max_minutes`. Expected a positive number or "
+            f"None. Received: max_minutes={max_minutes!r}"
+        )
+    if max_minutes and strategy == "multi-worker":
+        # Workers would stop after different epochs and wait on each other.
+        raise ValueError(
+            "Invalid value for argument `max_minutes`: it cannot be used with "
+            f'strategy="multi-worker". Received: max_minutes={max_minutes!r}'
+        )
+    # The rule is the model's.
+    check_conditional(attention, overrides.get("conditional"))
+
+
+def _train(run_dir, config, state, tf_strategy, patience, max_minutes, keep_epochs, data_dir):
+    """The training of `train_run`, in a prepared and locked run folder."""
+    replicas = tf_strategy.num_replicas_in_sync
+    seed = config["seed"]
     keras.utils.set_random_seed(seed)
 
     corpus = load_multi30k(("train", "val"), data_dir, max_words=None)
@@ -282,29 +330,56 @@ def train_run(
     return run_dir
 
 
-def prepare_run_dir(run_dir, overwrite=False):
+def check_run_dir(run_dir, overwrite=False, config=None):
+    """The checks of `prepare_run_dir`, which change nothing: returns the
+    folder's `RunStatus`, or None when `overwrite` is to start it over."""
+    try:
+        status = runs.run_status(run_dir)
+        if status.state == runs.UNFINISHED and config is not None:
+            runs.check_options(run_dir, config, ignore=SESSION_OPTIONS)
+    except runs.CorruptRunError as error:
+        if not overwrite:
+            raise runs.CorruptRunError(
+                f"{error} Pass `overwrite=True` to start the run over."
+            ) from None
+        return None
+    except runs.RunOptionsError:
+        if not overwrite:
+            raise
+        return None
+    if status.state == runs.FINISHED and not overwrite:
+        # A new training would start from fresh weights and replace the model.
+        raise runs.RunExistsError(
+            f"{run_dir} already holds a finished run. Nothing was changed. Use another "
+            "run folder, or pass `overwrite=True` to replace it."
+        )
+    return status
+
+
+def prepare_run_dir(run_dir, overwrite=False, config=None):
     """Readies `run_dir` for `train_run`; returns the backup state to resume
     from, or None.
 
+    Everything is checked before anything is deleted: the folder holds a run
+    of this package (or nothing), not a finished one (unless `overwrite`),
+    and, when it holds an unfinished run, one started with the options of
+    `config` (unless `overwrite`, which then starts it over). Call it with
+    the folder locked (`runs.RunLock`).
+
+    Args:
+        run_dir: the run folder.
+        overwrite: replace a finished or damaged run, or start over an
+            unfinished one whose options differ.
+        config: the options of the new training, compared with those of an
+            unfinished run's `config.json`; None: not compared.
+
     Raises:
-        SystemExit: the folder holds a finished run or a damaged one, and not
-            `overwrite`.
-        NotADirectoryError: `run_dir` is a file.
+        The errors of `train_run` about the folder.
     """
     run_dir = Path(run_dir)
-    try:
-        status = runs.run_status(run_dir)
-    except runs.CorruptRunError as error:
-        if not overwrite:
-            raise SystemExit(f"train: {error} Use --overwrite to start the run over.") from None
-        status = None
-    if status is not None and status.state == runs.FINISHED and not overwrite:
-        # A new training would start from fresh weights and replace the model.
-        raise SystemExit(
-            f"train: {run_dir} already holds a finished run. Use another --run-dir, or --overwrite."
-        )
+    status = check_run_dir(run_dir, overwrite, config)
     if status is None or status.state == runs.FINISHED:
-        # --overwrite. The marker goes first: a kill from here on leaves an
+        # overwrite. The marker goes first: a kill from here on leaves an
         # unfinished run, never a finished one with missing files.
         runs.clear(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)

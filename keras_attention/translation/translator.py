@@ -8,9 +8,13 @@ without rebuilding anything.
 from pathlib import Path
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from keras_attention.decoders.base_decoder import BaseDecoder
+from keras_attention.generation.search_defaults import BEAM_WIDTH
+from keras_attention.generation.search_defaults import LENGTH_PENALTY
+from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.generation.seq2seq_generator import Seq2SeqGenerator
 from keras_attention.translation import runs
 from keras_attention.translation.runs import CONFIG_FILE  # noqa: F401
@@ -33,8 +37,10 @@ def load_run(run_dir):
         FileNotFoundError: naming every missing file, when the folder is
             incomplete (e.g. training never finished an epoch).
         keras_attention.translation.runs.CorruptRunError: a file is damaged
-            (e.g. a truncated `model.keras`) or `config.json` lacks a key the
-            commands read; the message names the file and what is wrong.
+            (e.g. a truncated `model.keras`), `config.json` lacks a key the
+            commands read, or a weight of the model is not finite (NaN or
+            infinite: it would translate everything to empty lines); the
+            message names the file and what is wrong.
     """
     # The run folder's layout and checks are in `runs`; importing the module
     # that builds the model registers its layers (TiedEmbedding, ...) with Keras.
@@ -43,6 +49,15 @@ def load_run(run_dir):
     run_dir = Path(run_dir)
     config = runs.check_run(run_dir)
     model = keras.saving.load_model(run_dir / MODEL_FILE, compile=False)
+    damaged = [
+        w.path for w in model.weights if not np.all(np.isfinite(keras.ops.convert_to_numpy(w)))
+    ]
+    if damaged:
+        raise runs.CorruptRunError(
+            f"{run_dir / MODEL_FILE} is corrupt: the weight{'s' if len(damaged) > 1 else ''} "
+            f"{', '.join(damaged[:3])}{' ...' if len(damaged) > 3 else ''} hold NaN or "
+            "infinite values (a training that diverged?)."
+        )
     translator = Translator(
         model,
         SubwordTokenizer.load(run_dir / SOURCE_VOCAB),
@@ -65,6 +80,11 @@ class Translator(tf.Module):
     text. `step(tokens, state)` returns `(logits, attention_weights, state)`;
     `encode(source_ids)` gives its first state. `greedy` and `beam` are traced
     code, for a `tf.function` or an export.
+
+    Source ids are checked before they are cast to int32 (`source_ids`):
+    ids outside [0, source vocabulary) (2**32 + 5 is not 5) and float ids
+    are refused. `beam` refuses a beam wider than `MAX_BEAM_WIDTH` (64) or
+    the target vocabulary.
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer, name=None):
@@ -77,9 +97,55 @@ class Translator(tf.Module):
 
     # ------------------------------------------------------------ pieces
 
+    def source_ids(self, source_ids, name="source_ids"):
+        """`source_ids` as an int32 tensor, checked before the cast.
+
+        A NumPy array, a list or an eager tensor must hold integers in
+        [0, source vocabulary): an int64 id of 2**32 + 5 would become 5, a
+        float id 1.7 would become 1. A symbolic tensor (inside a
+        `tf.function`) must have an integer dtype; its values are checked in
+        the graph when it is not int32 already.
+
+        Raises:
+            ValueError: float or other non-integer ids, or an id outside the
+                vocabulary (its value and position are named).
+        """
+        if isinstance(source_ids, tf.Tensor) and not tf.executing_eagerly():
+            if not source_ids.dtype.is_integer:
+                raise ValueError(
+                    f"Invalid dtype for `{name}`: token ids must be integers. "
+                    f"Received: {source_ids.dtype.name}"
+                )
+            if source_ids.dtype == tf.int32:
+                return source_ids
+            size = tf.cast(self.source_tokenizer.vocab_size, source_ids.dtype)
+            checks = [
+                tf.debugging.assert_non_negative(source_ids, message=f"{name}: negative id"),
+                tf.debugging.assert_less(
+                    source_ids, size, message=f"{name}: id at or past the source vocabulary"
+                ),
+            ]
+            with tf.control_dependencies(checks):
+                return tf.cast(source_ids, tf.int32)
+        values = np.asarray(source_ids)
+        if values.dtype.kind not in "iu":
+            raise ValueError(
+                f"Invalid dtype for `{name}`: token ids must be integers; casting "
+                f"{values.dtype} ids would change them silently. Received: {values.dtype}"
+            )
+        size = self.source_tokenizer.vocab_size
+        bad = (values < 0) | (values >= size)
+        if bad.any():
+            position = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(
+                f"Invalid token id in `{name}`: {int(values[position])} at {list(position)}. "
+                f"Ids must be in [0, {size}), the source vocabulary."
+            )
+        return tf.convert_to_tensor(values.astype(np.int32))
+
     def encode(self, source_ids):
         """source_ids (B, S) int32 → the first decoder state (a dict)."""
-        state, _ = self.generator.encode(tf.convert_to_tensor(source_ids, tf.int32))
+        state, _ = self.generator.encode(self.source_ids(source_ids))
         return state
 
     def step(self, tokens, state):
@@ -89,7 +155,7 @@ class Translator(tf.Module):
     def teacher_forced_logits(self, source_ids, decoder_input_ids):
         """Logits (B, T, V) along given decoder inputs."""
         return self.generator.teacher_forced_logits(
-            tf.convert_to_tensor(source_ids, tf.int32),
+            self.source_ids(source_ids),
             tf.convert_to_tensor(decoder_input_ids, tf.int32),
         )
 
@@ -108,21 +174,29 @@ class Translator(tf.Module):
 
     def greedy(self, source_ids, max_length=None):
         """Greedy decoding; returns the dict of `greedy_search`."""
-        return self.generator.greedy_graph(
-            tf.convert_to_tensor(source_ids, tf.int32), max_length=max_length
-        )
+        return self.generator.greedy_graph(self.source_ids(source_ids), max_length=max_length)
+
+    def check_beam_width(self, beam_width):
+        """`beam_width` as an int; `ValueError` unless in [1, bound], the bound
+        `MAX_BEAM_WIDTH` or the target vocabulary, whichever is smaller."""
+        return check_beam_width(beam_width, self.target_tokenizer.vocab_size)
 
     def beam(
         self,
         source_ids,
-        beam_width=4,
-        length_penalty=0.6,
+        beam_width=BEAM_WIDTH,
+        length_penalty=LENGTH_PENALTY,
         coverage_penalty=0.0,
         max_length=None,
     ):
-        """Beam search; returns the dict of `beam_search`."""
+        """Beam search; returns the dict of `beam_search`.
+
+        Raises:
+            ValueError: `beam_width` is not in [1, bound] (`check_beam_width`).
+        """
+        beam_width = self.check_beam_width(beam_width)
         return self.generator.beam_graph(
-            tf.convert_to_tensor(source_ids, tf.int32),
+            self.source_ids(source_ids),
             beam_width=beam_width,
             length_penalty=length_penalty,
             coverage_penalty=coverage_penalty,
