@@ -486,6 +486,7 @@ def train(args):
     """Trains (or resumes) a run in `args.run_dir`; returns the trained model."""
     train_name, _ = SPLITS[args.split]
     lexicon = read_split(args.data_dir, train_name)
+    full_vocab = Vocabulary.from_lexicon(lexicon)  # every grapheme and phone
     if args.quick:
         words = sorted(lexicon)[:: max(1, len(lexicon) // 300)][:300]
         lexicon = {w: lexicon[w] for w in words}
@@ -505,6 +506,7 @@ def train(args):
         "learning_rate": args.learning_rate,
         "max_minutes": args.max_minutes,
         "max_epochs": args.epochs,
+        "steps_per_epoch": args.steps_per_epoch,
         "seed": args.seed,
         "quick": args.quick,
     }
@@ -520,7 +522,7 @@ def train(args):
         with open(vocab_path) as f:
             vocab = Vocabulary.from_json(json.load(f))
     else:
-        vocab = Vocabulary.from_lexicon(lexicon)
+        vocab = full_vocab
         with open(vocab_path, "w") as f:
             json.dump(vocab.to_json(), f, indent=1)
         with open(config_path, "w") as f:
@@ -569,9 +571,13 @@ def train(args):
         print(f"{args.run_dir} has finished training; nothing to do")
         return keras.saving.load_model(os.path.join(args.run_dir, "model.keras"))
     started = time.perf_counter()
+    dataset = as_dataset(pairs, args.batch_size, args.seed)
+    if args.steps_per_epoch:  # shorter "epochs": the budget is checked more often
+        dataset = dataset.repeat()
     model.fit(
-        as_dataset(pairs, args.batch_size, args.seed),
+        dataset,
         epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch,
         callbacks=callbacks,
         shuffle=False,  # the dataset reshuffles itself
         verbose=args.verbose,
@@ -718,13 +724,20 @@ def evaluate(args):
     if args.alignments:
         words = [w.strip() for w in args.alignments.split(",") if w.strip()]
         save_alignment_plot(
-            args.alignment_plot, generator, vocab, words, f"attention: {config['attention']}"
+            args.alignment_plot, generator, vocab, words, alignment_title(config, args)
         )
         print(f"Saved the alignments to {args.alignment_plot}")
-    out = os.path.join(args.run_dir, f"eval_{split}.json")
+    out = args.json or os.path.join(args.run_dir, f"eval_{split}.json")
     with open(out, "w") as f:
         json.dump(results, f, indent=1)
     return results
+
+
+def alignment_title(config, args):
+    title = f"attention: {config['attention']}"
+    if config["attention"] == "monotonic":
+        title += f", decoded {args.monotonic_mode}"
+    return title
 
 
 def read_words(words, stream):
@@ -865,12 +878,18 @@ def parse_args(argv):
         "stops before an epoch would pass it",
     )
     p.add_argument("--epochs", type=positive_int, default=100, help="at most this many")
+    p.add_argument(
+        "--steps-per-epoch",
+        type=positive_int,
+        help="batches per epoch (default: one pass over the data); the budget and "
+        "the checkpoints act at epoch ends",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--verbose", type=int, default=1, help="Keras' fit verbosity (2: a line)")
     p.add_argument(
         "--quick",
         action="store_true",
-        help="a tiny run for tests: 300 words, small layers, 3 epochs",
+        help="a tiny run for tests: 300 words, small layers, 12 epochs",
     )
 
     p = commands.add_parser(
@@ -889,6 +908,7 @@ def parse_args(argv):
     p.add_argument("--alignments", help="comma-separated words whose attention to plot")
     p.add_argument("--alignment-plot", default="g2p_alignments.png")
     p.add_argument("--monotonic-mode", choices=("hard", "soft"), default="hard")
+    p.add_argument("--json", help="write the scores here (default: RUN/eval_SPLIT.json)")
     p.add_argument("--verbose", type=int, default=1, help="0: no progress bar")
 
     p = commands.add_parser(
@@ -921,7 +941,8 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.command == "train" and args.quick:
         args.embedding_dim, args.encoder_units, args.units = 16, 32, 32
-        args.encoder_layers, args.epochs, args.batch_size = 1, 3, 32
+        args.encoder_layers, args.epochs, args.batch_size = 1, 12, 32
+        args.learning_rate = 5e-3
     if args.command == "export":
         bad = sorted(set(args.variants) - {"float32", "float16", "int8"})
         if bad:

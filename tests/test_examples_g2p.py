@@ -1,0 +1,307 @@
+"""The G2P example: its CMUdict reader, its scoring, and a tiny end-to-end run."""
+
+import collections
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _scripts import ROOT
+from _scripts import load_script
+
+pytestmark = pytest.mark.tensorflow
+
+DATA = ROOT.parent / "shared" / "data" / "cmudict"
+needs_data = pytest.mark.skipif(
+    not (DATA / "cmudict-0.7b.train").exists(), reason=f"CMUdict not found in {DATA}"
+)
+
+
+@pytest.fixture(scope="module")
+def g2p():
+    return load_script("examples/g2p_cmudict.py")
+
+
+def write(path, text, newline="\r\n"):
+    path.write_bytes(text.replace("\n", newline).encode("ascii"))
+    return path
+
+
+# ------------------------------------------------------------------ reader
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\n"])
+def test_reader_keeps_every_pronunciation_in_file_order(g2p, tmp_path, newline):
+    path = write(
+        tmp_path / "dict",
+        "'BOUT  B AW T\nREAD  R IY D\nREAD  R EH D\nREAD  R IY D\nX  EH K S\n",
+        newline,
+    )
+    lexicon = g2p.read_cmudict(str(path))
+    assert lexicon == {
+        "'BOUT": [("B", "AW", "T")],
+        "READ": [("R", "IY", "D"), ("R", "EH", "D")],  # the repeated line once
+        "X": [("EH", "K", "S")],
+    }
+    assert list(lexicon) == ["'BOUT", "READ", "X"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["READ R IY D", "READ  ", "  R IY D", "READ\tR IY D", "READ  R IY D\tX", ""],
+)
+def test_a_malformed_line_is_an_error_naming_file_and_line(g2p, tmp_path, line):
+    path = write(tmp_path / "bad", f"A  AH\nB  B IY\n{line}\nC  S IY\n")
+    with pytest.raises(ValueError, match=rf"{path}:3: expected 'WORD  PH PH \.\.\.'"):
+        g2p.read_cmudict(str(path))
+
+
+def test_a_non_ascii_line_is_an_error_naming_file_and_line(g2p, tmp_path):
+    path = tmp_path / "latin1"
+    path.write_bytes(b"A  AH\r\nCAF\xc9  K AE F EY\r\n")
+    with pytest.raises(ValueError, match=rf"{path}:2: not ASCII"):
+        g2p.read_cmudict(str(path))
+
+
+def test_a_missing_file_is_an_error_naming_it(g2p, tmp_path):
+    missing = tmp_path / "cmudict-0.7b.test"
+    with pytest.raises(FileNotFoundError, match=str(missing)):
+        g2p.read_cmudict(str(missing))
+    with pytest.raises(FileNotFoundError, match="cmudict-0.7b.test"):
+        g2p.read_split(str(tmp_path), "cmudict-0.7b.test")
+
+
+def test_an_altered_file_fails_the_hash_check_naming_it(g2p, tmp_path):
+    path = write(tmp_path / "cmudict-0.7b.test", "A  AH\n")
+    with pytest.raises(ValueError, match=rf"{path}: sha256 [0-9a-f]{{64}} differs"):
+        g2p.read_split(str(tmp_path), "cmudict-0.7b.test")
+    import hashlib
+
+    expected = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert g2p.read_cmudict(str(path), expected) == {"A": [("AH",)]}
+
+
+@needs_data
+def test_the_standard_split_has_the_sizes_of_its_readme(g2p):
+    # Figures from the data's README: 106,794 training and 11,994 test words,
+    # 12,855 test lines, 801 test words on several lines, 39 phones, A-Z and '.
+    train = g2p.read_split(str(DATA), "cmudict-0.7b.train")
+    test = g2p.read_split(str(DATA), "cmudict-0.7b.test")
+    assert (len(train), len(test)) == (106_794, 11_994)
+    lines = (DATA / "cmudict-0.7b.test").read_bytes().decode("ascii").splitlines()
+    assert len(lines) == 12_855
+    words = collections.Counter(line.split("  ")[0] for line in lines)
+    assert sum(n > 1 for n in words.values()) == 801
+    # Some lines repeat (stress marks removed): each pronunciation is kept once.
+    assert sum(len(p) for p in test.values()) == len(set(lines)) < len(lines)
+    assert not set(train) & set(test)
+    vocab = g2p.Vocabulary.from_lexicon(train)
+    assert "".join(vocab.graphemes[1:]) == "'ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    assert len(vocab.phones) == 3 + 39
+
+
+# ----------------------------------------------------------------- scoring
+
+
+@pytest.mark.parametrize(
+    "a, b, distance",
+    [
+        ("", "", 0),
+        ("ABC", "", 3),
+        ("", "AB", 2),
+        ("KITTEN", "SITTING", 3),
+        (("K", "AE", "T"), ("K", "AE", "T", "S"), 1),
+        (("R", "IY", "D"), ("R", "EH", "D"), 1),
+    ],
+)
+def test_edit_distance_counts_insertions_deletions_substitutions(g2p, a, b, distance):
+    assert g2p.edit_distance(a, b) == distance
+    assert g2p.edit_distance(b, a) == distance
+
+
+def test_wer_and_per_use_the_closest_of_several_references(g2p):
+    lexicon = {
+        "READ": [("R", "IY", "D"), ("R", "EH", "D")],
+        "CAT": [("K", "AE", "T")],
+        "EITHER": [("IY", "DH", "ER"), ("AY", "DH", "ER", "Z")],
+        "A": [("AH",), ("EY",)],
+    }
+    predictions = {
+        "READ": ["R", "EH", "D"],  # the second reference: correct, 0 errors of 3
+        "CAT": ["K", "AH", "T", "S"],  # 1 substitution + 1 insertion: 2 of 3
+        "EITHER": ["AY", "DH", "ER"],  # 1 from both; the first listed: 1 of 3
+        "A": [],  # 1 deletion from either reference: 1 of 1
+    }
+    result = g2p.score(predictions, lexicon)
+    # By hand: 3 of 4 words wrong; (0 + 2 + 1 + 1) errors over (3 + 3 + 3 + 1).
+    assert result["wrong_words"] == 3 and result["words"] == 4
+    assert result["wer"] == pytest.approx(75.0)
+    assert (result["phone_errors"], result["reference_phones"]) == (4, 10)
+    assert result["per"] == pytest.approx(40.0)
+
+
+def test_scores_by_length_split_the_words_by_letters(g2p):
+    lexicon = {"A": [("AH",)], "CAT": [("K", "AE", "T")], "ABANDON": [tuple("ABANDON")]}
+    predictions = {"A": ["AH"], "CAT": ["K"], "ABANDON": list("ABANDON")}
+    rows = dict(g2p.scores_by_length(predictions, lexicon, buckets=((1, 2), (3, 5), (6, 9))))
+    assert rows[(1, 2)]["wer"] == 0.0 and rows[(1, 2)]["words"] == 1
+    assert rows[(3, 5)]["wer"] == 100.0 and rows[(3, 5)]["per"] == pytest.approx(200 / 3)
+    assert rows[(6, 9)]["wer"] == 0.0
+
+
+def test_batches_pair_start_phones_with_phones_end(g2p):
+    vocab = g2p.Vocabulary(["<pad>", "A", "B"], g2p.PHONE_SPECIALS + ["AH", "B"])
+    pairs = [([1], [3]), ([1, 2], [3, 4]), ([2, 2, 1], [4, 4, 3]), ([2], [4])]
+    batches = g2p.make_batches(pairs, 2, np.random.default_rng(0))
+    assert sum(len(b[1]) for b in batches) == 4
+    for (source, decoder_input), target in batches:
+        for row in range(len(source)):
+            n = int((target[row] > 0).sum())
+            assert target[row, n - 1] == g2p.END and decoder_input[row, 0] == g2p.START
+            np.testing.assert_array_equal(decoder_input[row, 1:n], target[row, : n - 1])
+    assert vocab.decode_phones([3, 4, g2p.END, 3]) == ["AH", "B"]
+
+
+# -------------------------------------------------- a tiny end-to-end run
+
+
+@pytest.fixture(scope="module")
+def run_dir(g2p, tmp_path_factory):
+    if not (DATA / "cmudict-0.7b.train").exists():
+        pytest.skip(f"CMUdict not found in {DATA}")
+    run = tmp_path_factory.mktemp("g2p") / "run"
+    g2p.main(["train", "--quick", "--data-dir", str(DATA), "--run-dir", str(run), "--verbose", "0"])
+    return run
+
+
+def pronounce(g2p, run_dir, words=(), stdin=""):
+    args = g2p.parse_args(["pronounce", "--run-dir", str(run_dir), *words])
+    out = io.StringIO()
+    g2p.pronounce(args, stream=io.StringIO(stdin), out=out)
+    return out.getvalue()
+
+
+def test_pronounce_reads_stdin_keeps_blank_lines_and_ignores_case(g2p, run_dir):
+    out = pronounce(g2p, run_dir, stdin="keras\n\nKERAS\n  \nKeRaS\n")
+    lines = out.split("\n")
+    assert len(lines) == 6 and lines[-1] == ""  # five lines in, five out
+    assert lines[1] == lines[3] == ""
+    assert lines[0] == lines[2] == lines[4]
+    assert pronounce(g2p, run_dir, words=["Keras"]) == lines[0] + "\n"
+
+
+def test_pronounce_gives_phones_of_the_vocabulary(g2p, run_dir):
+    vocab = g2p.Vocabulary.from_json(json.loads((run_dir / "vocab.json").read_text()))
+    out = pronounce(g2p, run_dir, words=["attention", "o'neil", "a"])
+    lines = out.splitlines()
+    assert len(lines) == 3
+    for line in lines:
+        assert set(line.split()) <= set(vocab.phones[3:])
+
+
+@pytest.mark.parametrize(
+    "words, stdin, where",
+    [(["fine", "Zoë"], "", "argument 2"), ([], "ok\n\nwell-known\n", "line 3")],
+)
+def test_pronounce_refuses_a_word_with_unknown_characters_naming_it(
+    g2p, run_dir, words, stdin, where
+):
+    bad = words[-1] if words else "well-known"
+    with pytest.raises(SystemExit, match=rf"{where}: the word '{bad}' has characters outside"):
+        pronounce(g2p, run_dir, words=words, stdin=stdin)
+
+
+def test_evaluate_prints_scores_and_the_length_table(g2p, run_dir, tmp_path, capsys):
+    plot = tmp_path / "by_length.png"
+    result = g2p.main(
+        [
+            "evaluate",
+            "--run-dir",
+            str(run_dir),
+            "--data-dir",
+            str(DATA),
+            "--limit",
+            "60",
+            "--beam-width",
+            "3",
+            "--plot",
+            str(plot),
+            "--verbose",
+            "0",
+        ]
+    )
+    out = capsys.readouterr().out
+    for label in ("greedy", "beam 3"):
+        s = result[label]
+        assert s["words"] == 60
+        assert f"{label}: WER {s['wer']:.2f} %" in out
+        assert sum(row["words"] for row in s["by_length"]) == 60
+    assert out.count("| letters | words | greedy WER / PER | beam 3 WER / PER |") == 1
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    saved = json.loads((run_dir / "eval_test.json").read_text())
+    assert saved["greedy"]["wer"] == result["greedy"]["wer"]
+
+
+def test_export_tflite_tokens_equal_keras_greedy(g2p, run_dir, tmp_path):
+    from ai_edge_litert.interpreter import Interpreter
+
+    from keras_attention import export
+
+    out = tmp_path / "export"
+    g2p.main(["export", "--run-dir", str(run_dir), str(out), "--variants", "float32,int8"])
+    manifest = json.loads((out / "tflite" / "g2p.json").read_text())
+    assert sorted(manifest["models"]) == ["float32", "int8"]
+    assert manifest["graphemes"][1:] == list("'ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    assert len(manifest["phones"]) == manifest["target_vocab_size"] == 42
+    assert {"generate", "generate_beam"} <= set(manifest["signatures"])
+    assert (out / "saved_model" / "saved_model.pb").exists()
+    path = out / "tflite" / manifest["models"]["float32"]
+    assert export.non_builtin_operators(path) == {}
+
+    model, vocab, _ = g2p.load_run(str(run_dir))
+    generator = g2p.make_generator(model)
+    generate = Interpreter(model_path=str(path)).get_signature_runner("generate")
+    test = g2p.read_split(str(DATA), "cmudict-0.7b.test")
+    words = list(test)[::200]  # 60 words of every length
+    nonempty = 0
+    for word in words:
+        ids = np.array([manifest["graphemes"].index(c) for c in word], "int32")[None]
+        lite = generate(source=ids)
+        keras_out = generator.greedy(ids)
+        n = int(keras_out["lengths"][0])
+        assert int(lite["lengths"][0]) == n, word
+        np.testing.assert_array_equal(lite["tokens"][0, :n], np.asarray(keras_out["tokens"])[0, :n])
+        nonempty += len(vocab.decode_phones(lite["tokens"][0])) > 0
+    assert nonempty > len(words) // 2  # the parity is about real phones, not END alone
+
+
+def test_help_of_every_command(g2p, capsys):
+    for command in ("train", "evaluate", "pronounce", "export"):
+        with pytest.raises(SystemExit) as exit_info:
+            g2p.parse_args([command, "--help"])
+        assert exit_info.value.code == 0
+        assert "--run-dir" in capsys.readouterr().out
+
+
+def test_resuming_a_finished_run_trains_no_more(g2p, run_dir, capsys):
+    before = (run_dir / "progress.json").read_text()
+    g2p.main(["train", "--quick", "--data-dir", str(DATA), "--run-dir", str(run_dir)])
+    assert "has finished training" in capsys.readouterr().out
+    assert (run_dir / "progress.json").read_text() == before
+
+
+def test_resuming_with_another_recipe_is_refused(g2p, run_dir):
+    with pytest.raises(SystemExit, match="differs in dropout"):
+        g2p.main(
+            ["train", "--quick", "--data-dir", str(DATA), "--run-dir", str(run_dir)]
+            + ["--dropout", "0.5"]
+        )
+
+
+def test_no_machine_paths_or_private_modules(g2p):
+    source = Path(g2p.__file__).read_text()
+    assert "keras_attention.translation" not in source
+    assert "keras_attention._" not in source and "/work" not in source
+    assert os.path.basename(g2p.__file__) == "g2p_cmudict.py"
