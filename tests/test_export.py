@@ -101,7 +101,8 @@ def run_dir(tmp_path_factory, corpus):
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, run_dir):
     out = tmp_path_factory.mktemp("export")
-    manifest = export.export_run(run_dir, out)
+    # One request of N_SENTENCES: more than the default bound (MAX_BATCH, 64).
+    manifest = export.export_run(run_dir, out, max_batch=N_SENTENCES)
     return out, manifest
 
 
@@ -356,6 +357,11 @@ _SAVED_MODEL_SCRIPT = textwrap.dedent(
     sentences = tf.constant(json.loads(sys.argv[2]))
     greedy = model.signatures["serving_default"](sentences=sentences)
     beam = model.signatures["beam"](sentences=sentences[:3])
+    try:  # one sentence more than the export's max_batch
+        model.signatures["serving_default"](sentences=tf.concat([sentences, [""]], 0))
+        refused = None
+    except tf.errors.InvalidArgumentError as error:
+        refused = error.message
     assert "keras_attention" not in sys.modules
     print(json.dumps({
         "signatures": sorted(model.signatures),
@@ -365,6 +371,7 @@ _SAVED_MODEL_SCRIPT = textwrap.dedent(
         "attention_shape": list(greedy["attention"].shape),
         "beam_translation": [t.decode("utf-8") for t in beam["translation"].numpy()],
         "beam_scores": beam["scores"].numpy().tolist(),
+        "refused": refused,
     }))
     """
 )
@@ -406,6 +413,8 @@ def test_saved_model_translates_without_keras_attention(
     assert result["attention_shape"][0] == len(sentences)
     assert len(result["beam_translation"]) == 3
     assert all(np.isfinite(result["beam_scores"]))
+    # The bound on a request's batch holds in the loaded SavedModel.
+    assert f"sentences, more than max_batch={N_SENTENCES}: split it" in result["refused"]
 
 
 # ---------------------------------------------------------- the example app
