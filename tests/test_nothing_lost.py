@@ -153,8 +153,10 @@ def test_an_empty_folder_or_a_run_of_ours_is_accepted(tmp_path, run_copy):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert training.check_run_dir(empty).state == runs.NEW
-    # A run killed while it learned its vocabularies holds only them.
+    # A run killed while it learned its vocabularies holds only them (and
+    # the folder of a multi-worker training's second worker, maybe).
     shutil.copytree(run_copy / runs.SOURCE_VOCAB, tmp_path / "partial" / runs.SOURCE_VOCAB)
+    (tmp_path / "partial" / "worker_1").mkdir()
     assert training.check_run_dir(tmp_path / "partial").state == runs.UNFINISHED
     # What the commands add to a run (evaluate, explain, an export) is ours.
     for name in runs.COMMAND_OUTPUTS:

@@ -339,9 +339,13 @@ def _entries(run_dir):
     return {p.name for p in Path(run_dir).iterdir() if not p.name.startswith(TEMP_PREFIX)}
 
 
+def _is_worker_folder(name):
+    # Where the workers other than the chief of a multi-worker training write.
+    return name.startswith("worker_") and name[len("worker_") :].isdigit()
+
+
 def _is_run_entry(name):
-    worker = name.startswith("worker_") and name[len("worker_") :].isdigit()
-    return name in RUN_ENTRIES or worker or name.startswith(TEMP_PREFIX)
+    return name in RUN_ENTRIES or _is_worker_folder(name) or name.startswith(TEMP_PREFIX)
 
 
 def check_ours(run_dir):
@@ -383,8 +387,9 @@ def check_ours(run_dir):
                 f"{CONFIG_FILE} is not a run's (it has neither 'run_format' nor "
                 f"'attention'). {advice}"
             )
-    elif entries - _BEFORE_CONFIG:
-        written = ", ".join(sorted(entries - _BEFORE_CONFIG))
+    elif any(not _is_worker_folder(name) for name in entries - _BEFORE_CONFIG):
+        # A worker may create its folder before the chief writes config.json.
+        written = ", ".join(sorted(n for n in entries - _BEFORE_CONFIG if not _is_worker_folder(n)))
         raise NotARunError(
             f"{run_dir} is not a run folder of keras_attention.translation: it holds "
             f"{written} but no {CONFIG_FILE}, which a run writes before them. {advice}"
