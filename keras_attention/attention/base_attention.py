@@ -423,9 +423,12 @@ class BaseAttention(keras.layers.Layer):
 
         Args:
             query: (batch, T_q, d_q).
-            value, processed_keys, value_mask, training: as in `attend_step`.
+            value: (batch, T_v, d_v).
+            processed_keys: from `precompute_keys(key)`, (batch, T_v, ...).
+            value_mask: optional bool (batch, T_v).
             query_mask: optional bool (batch, T_q); a padded query gives zero
                 context and weights and leaves the state as it was.
+            training: whether the steps are in training (dropout, noise).
             attention_state: the state before the first query; None starts
                 from `initial_attention_state`.
 

@@ -254,16 +254,7 @@ class ContentAttention(BaseAttention):
         dtype = self.compute_dtype
         query = ops.cast(query, dtype)
         value = ops.cast(value, dtype)
-        pk_shape = tuple(processed_keys.shape)
-        if len(pk_shape) < 3 or not all(
-            _same(a, b) for a, b in zip(pk_shape[:2], value.shape[:2], strict=True)
-        ):
-            raise _arg_error(
-                "processed_keys",
-                f"(batch, T_v, ...) with (batch, T_v)={shape_str(value.shape[:2])} "
-                "as in `value`, as returned by precompute_keys(key)",
-                pk_shape,
-            )
+        self._check_processed_keys(processed_keys, value.shape)
         self._check_masks(query.shape, value.shape, query_mask, value_mask)
         if dropout_mask is not None:
             self._check_dropout_mask(query.shape, value.shape, dropout_mask.shape)
@@ -281,37 +272,9 @@ class ContentAttention(BaseAttention):
             processed_keys = zero_masked(processed_keys, value_mask)
         query = zero_masked(query, query_mask)
 
-        scores = self._score(query, processed_keys)  # (B, H, T_q, T_v)
-        mask = None
-        if value_mask is not None:
-            mask = ops.cast(value_mask, "bool")[:, None, None, :]  # (B, 1, 1, T_v)
-        weights = masked_softmax(scores, mask, axis=-1)  # (B, H, T_q, T_v)
-        weights = ops.cast(weights, dtype)
-        if dropout_mask is None:
-            weights = self.weights_dropout(weights, training=training)
-        else:
-            keep = ops.cast(dropout_mask, dtype)  # 0 or 1 / (1 - rate)
-            if single_step:
-                keep = ops.expand_dims(keep, -2)  # (B, [H,] 1, T_v)
-            if self.num_heads == 1:
-                keep = ops.expand_dims(keep, 1)  # (B, 1, T_q, T_v)
-            weights = weights * keep
-
-        batch = ops.shape(value)[0]
-        t_v = ops.shape(value)[1]
-        t_q = ops.shape(query)[1]
-        if value.shape[0] is not None:
-            # A static batch (an exported model's): an unknown time axis is
-            # reshaped as -1, not as a length read at run time, so the shapes
-            # stay constants even with a dynamic source length.
-            t_v = value.shape[1] if value.shape[1] is not None else -1
-            t_q = query.shape[1] if query.shape[1] is not None else -1
+        weights = self._weights(query, processed_keys, value_mask, training, dropout_mask)
+        context = self._context(weights, value, query)  # (B, T_q, d_v)
         heads = self.num_heads
-        value_heads = ops.reshape(
-            value, (batch, t_v, heads, self.value_dim // heads)
-        )  # (B, T_v, H, d_v / H)
-        context = ops.einsum("bhqv,bvhd->bqhd", weights, value_heads)
-        context = ops.reshape(context, (batch, t_q, self.value_dim))  # (B, T_q, d_v)
 
         if query_mask is not None:
             # Padded query rows attend to nothing: zero weights, zero context.
@@ -328,6 +291,44 @@ class ContentAttention(BaseAttention):
         if single_step:
             context = ops.squeeze(context, 1)  # (B, d_v)
         return context, weights
+
+    def _weights(self, query, processed_keys, value_mask, training, dropout_mask):
+        """(B, T_q, d_q) queries → (B, H, T_q, T_v) weights, masked, with dropout.
+
+        dropout_mask: None (drawn by the dropout layer), or (B, [H,] [T_q,] T_v).
+        """
+        dtype = self.compute_dtype
+        scores = self._score(query, processed_keys)  # (B, H, T_q, T_v)
+        mask = None
+        if value_mask is not None:
+            mask = ops.cast(value_mask, "bool")[:, None, None, :]  # (B, 1, 1, T_v)
+        weights = ops.cast(masked_softmax(scores, mask, axis=-1), dtype)  # (B, H, T_q, T_v)
+        if dropout_mask is None:
+            return self.weights_dropout(weights, training=training)
+        keep = ops.cast(dropout_mask, dtype)  # 0 or 1 / (1 - rate)
+        if len(keep.shape) == (2 if self.num_heads == 1 else 3):
+            keep = ops.expand_dims(keep, -2)  # one step: (B, [H,] 1, T_v)
+        if self.num_heads == 1:
+            keep = ops.expand_dims(keep, 1)  # (B, 1, T_q, T_v)
+        return weights * keep
+
+    def _context(self, weights, value, query):
+        """(B, H, T_q, T_v) weights, (B, T_v, d_v) values → (B, T_q, d_v), heads concatenated."""
+        batch = ops.shape(value)[0]
+        t_v = ops.shape(value)[1]
+        t_q = ops.shape(query)[1]
+        if value.shape[0] is not None:
+            # A static batch (an exported model's): an unknown time axis is
+            # reshaped as -1, not as a length read at run time, so the shapes
+            # stay constants even with a dynamic source length.
+            t_v = value.shape[1] if value.shape[1] is not None else -1
+            t_q = query.shape[1] if query.shape[1] is not None else -1
+        heads = self.num_heads
+        value_heads = ops.reshape(
+            value, (batch, t_v, heads, self.value_dim // heads)
+        )  # (B, T_v, H, d_v / H)
+        context = ops.einsum("bhqv,bvhd->bqhd", weights, value_heads)
+        return ops.reshape(context, (batch, t_q, self.value_dim))  # (B, T_q, d_v)
 
     def dropout_mask(self, shape, training=None):
         """Draws a dropout mask of the attention weights, for `attend`.

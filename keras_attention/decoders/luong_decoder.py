@@ -165,30 +165,7 @@ class LuongDecoder(BaseDecoder):
         keep_steps = ops.cast(prepared.step_mask, dtype)[:, :, None]  # (B, T, 1)
 
         if parallel:
-            # The recurrence does not read the attention: run it alone, then
-            # attend for all steps at once.
-            def recur(carry, inputs):
-                prev = carry["state"]
-                output, new = self._cell_step(inputs["x"], None, prev, cell_weights, training)
-                keep = inputs["mask"][:, None]
-                new = tuple(ops.where(keep, n, p) for n, p in zip(new, prev, strict=True))
-                carry = {"state": new}
-                if not self._builtin_cell:
-                    carry["output"] = output  # s_t; for Keras' cells also a state
-                return carry, carry
-
-            init = {"state": prepared.state}
-            if not self._builtin_cell:
-                init["output"] = ops.zeros((batch, self.units), dtype=dtype)
-            last, stacked = scan(recur, init, prepared.xs)
-            self._reset_cell_dropout_masks()
-            queries = stacked["output"] if not self._builtin_cell else stacked["state"][0]
-            states = ops.transpose(queries, (1, 0, 2))  # (B, T, units)
-            contexts, weights = self._attend_sequence(
-                states, memory, processed_keys, memory_mask, prepared.step_mask, training
-            )  # query = s_t for every t: (B, T, d_h), (B, T, T_enc)
-            outputs = self._combine(contexts, states)
-            return outputs * keep_steps, weights * keep_steps, self._state_output(last["state"])
+            return self._call_without_input_feeding(prepared, memory_mask, training)
 
         def step(carry, inputs):
             prev = carry["state"]
@@ -228,6 +205,41 @@ class LuongDecoder(BaseDecoder):
         outputs = ops.transpose(stacked["outputs"], (1, 0, 2))  # (B, T, units)
         weights = ops.transpose(stacked["weights"], (1, 0, 2))  # (B, T, T_enc)
         return outputs * keep_steps, weights, self._state_output(last["state"])
+
+    def _call_without_input_feeding(self, prepared, memory_mask, training):
+        """`call` without input feeding: the recurrence alone, then the attention.
+
+        The recurrence does not read the attention: it runs alone, then the
+        attention attends for all steps at once (its own sequence form).
+        """
+        memory = prepared.memory
+        cell_weights = prepared.cell_weights
+        dtype = self.compute_dtype
+        batch = ops.shape(memory)[0]
+        keep_steps = ops.cast(prepared.step_mask, dtype)[:, :, None]  # (B, T, 1)
+
+        def recur(carry, inputs):
+            prev = carry["state"]
+            output, new = self._cell_step(inputs["x"], None, prev, cell_weights, training)
+            keep = inputs["mask"][:, None]
+            new = tuple(ops.where(keep, n, p) for n, p in zip(new, prev, strict=True))
+            carry = {"state": new}
+            if not self._builtin_cell:
+                carry["output"] = output  # s_t; for Keras' cells also a state
+            return carry, carry
+
+        init = {"state": prepared.state}
+        if not self._builtin_cell:
+            init["output"] = ops.zeros((batch, self.units), dtype=dtype)
+        last, stacked = scan(recur, init, prepared.xs)
+        self._reset_cell_dropout_masks()
+        queries = stacked["output"] if not self._builtin_cell else stacked["state"][0]
+        states = ops.transpose(queries, (1, 0, 2))  # (B, T, units)
+        contexts, weights = self._attend_sequence(
+            states, memory, prepared.processed_keys, memory_mask, prepared.step_mask, training
+        )  # query = s_t for every t: (B, T, d_h), (B, T, T_enc)
+        outputs = self._combine(contexts, states)
+        return outputs * keep_steps, weights * keep_steps, self._state_output(last["state"])
 
     def get_decode_state(self, memory, initial_state=None, memory_mask=None):
         decode_state = super().get_decode_state(memory, initial_state, memory_mask)
