@@ -324,7 +324,8 @@ def pick_end_id(tokens):
         ended = [int(n) for n, row in zip(lengths, tokens, strict=True) if token in row]
         return (len(set(lengths.tolist())), len(ended) > 0, sum(ended))
 
-    candidates = sorted(set(tokens.ravel().tolist()) - {PAD})
+    # Never START: an END equal to START is refused (`from_model`).
+    candidates = sorted(set(tokens.ravel().tolist()) - {PAD, START})
     return max(candidates, key=score)
 
 
