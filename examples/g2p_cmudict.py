@@ -558,13 +558,13 @@ def train(args):
         warmup_steps=10 if args.quick else 300,
     )
     callbacks = [
+        keras.callbacks.CSVLogger(os.path.join(args.run_dir, "log.csv"), append=True),
         # Model, optimizer and epoch are saved at every epoch end: after a
         # kill, the same command continues from the last finished epoch.
         keras.callbacks.BackupAndRestore(
             os.path.join(args.run_dir, "backup"), delete_checkpoint=False
         ),
         budget,
-        keras.callbacks.CSVLogger(os.path.join(args.run_dir, "log.csv"), append=True),
         keras.callbacks.ModelCheckpoint(os.path.join(args.run_dir, "model.keras")),
     ]
     if budget.finished() or len(budget.state["epochs"]) >= args.epochs:

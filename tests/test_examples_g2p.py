@@ -1,6 +1,7 @@
 """The G2P example: its CMUdict reader, its scoring, and a tiny end-to-end run."""
 
 import collections
+import csv
 import io
 import json
 import os
@@ -305,3 +306,28 @@ def test_no_machine_paths_or_private_modules(g2p):
     assert "keras_attention.translation" not in source
     assert "keras_attention._" not in source and "/work" not in source
     assert os.path.basename(g2p.__file__) == "g2p_cmudict.py"
+
+
+@needs_data
+def test_training_resumes_after_a_kill_from_the_last_epoch(g2p, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    argv = ["train", "--quick", "--data-dir", str(DATA), "--run-dir", str(run), "--verbose", "0"]
+    original = g2p.TimeBudget.on_epoch_end
+
+    def killed_after_epoch_4(self, epoch, logs=None):
+        original(self, epoch, logs)
+        if epoch + 1 == 4:
+            raise KeyboardInterrupt  # as a kill would, after the epoch's backup
+
+    monkeypatch.setattr(g2p.TimeBudget, "on_epoch_end", killed_after_epoch_4)
+    with pytest.raises(KeyboardInterrupt):
+        g2p.main(argv)
+    monkeypatch.undo()
+    model = g2p.main(argv)
+    progress = json.loads((run / "progress.json").read_text())
+    assert [e["epoch"] for e in progress["epochs"]] == list(range(1, 13))
+    with open(run / "log.csv") as f:
+        logged = [int(row["epoch"]) for row in csv.DictReader(f)]
+    assert logged == list(range(12))  # epochs 5 to 12 after the restart, none twice
+    batches = 12 * -(-330 // 32)  # 12 epochs of the 330 quick pronunciations
+    assert int(model.optimizer.iterations.numpy()) == batches
