@@ -53,6 +53,14 @@ def dims_compatible(a, b):
     return a is None or b is None or a == b
 
 
+def shapes_compatible(shape, expected):
+    """Whether `shape` has the rank of `expected` and sizes that can equal its."""
+    shape, expected = tuple(shape), tuple(expected)
+    return len(shape) == len(expected) and all(
+        dims_compatible(a, b) for a, b in zip(shape, expected, strict=True)
+    )
+
+
 def check_mask_shape(mask, scores_shape, name="mask"):
     """Raises unless `mask` has the rank of the scores and compatible sizes.
 

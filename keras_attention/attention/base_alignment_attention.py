@@ -27,6 +27,38 @@ class BaseAlignmentAttention(BaseAttention):
 
     Args:
         **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments (those of every subclass):
+        query: (batch, T_q, d_q), a sequence of queries run step by step, or
+            (batch, d_q) for one step.
+        value: (batch, T_v, d_v).
+        key: optional (batch, T_v, d_k); defaults to `value`.
+        previous_alignment: optional (batch, T_v) weights α_{t-1} of the step
+            before the first query; defaults to `initial_attention_state`.
+        previous_cumulative: (batch, T_v) Σ_{s<t} α_s, needed with
+            `previous_alignment` by a layer whose state holds the sum of the
+            previous weights (`LocationSensitiveAttention(cumulative=True)`).
+        query_mask: optional bool (batch, T_q) or (batch,); padded queries get
+            zero context and weights and leave the state unchanged.
+        value_mask: optional bool (batch, T_v); masked keys get weight 0 and
+            are never read. Both masks are filled in automatically from a
+            masking layer upstream.
+        return_attention_scores: also return the weights.
+        return_attention_state: also return the state after the last query,
+            a dict with the keys `attention_state_keys`, (batch, T_v) each.
+        training: whether the layer's random draws (noise) are active.
+
+    Returns:
+        The context, (batch, T_q, d_v) or (batch, d_v); with
+        `return_attention_scores=True` also the weights, (batch, T_q, T_v) or
+        (batch, T_v); with `return_attention_state=True` also the state dict.
+
+    Step by step (what a decoder does): `keys = layer.precompute_keys(value)`
+    once, `state = layer.initial_attention_state(value, value_mask)`, the
+    noise of all steps `noise = layer.step_noise((T, batch, T_v), training)`
+    before the loop (None for a layer that draws nothing), then `context,
+    weights, state = layer.attend_step(query_t, value, keys, state,
+    value_mask=value_mask, noise=noise_t)` at every step.
     """
 
     # The keys of the attention state dict, in order.
@@ -100,31 +132,14 @@ class BaseAlignmentAttention(BaseAttention):
         return_attention_state=False,
         training=None,
     ):
-        key = value if key is None else key
-        self._check_static_shapes(query.shape, value.shape, key.shape)
-        self._check_masks(query.shape, value.shape, query_mask, value_mask)
-        dtype = self.compute_dtype
-        value = zero_masked(ops.cast(value, dtype), value_mask)
-        # Zeroed before the projection: a NaN there would reach its gradient.
-        processed_keys = self.precompute_keys(zero_masked(ops.cast(key, dtype), value_mask))
+        key = self._check_call_inputs(query, value, key, query_mask, value_mask)
         state = self._state_from_arguments(
             value, value_mask, previous_alignment, previous_cumulative
         )
-        common = {"value_mask": value_mask, "training": training, "_memory_zeroed": True}
-        if len(query.shape) == 2:
-            context, weights, state = self.attend_step(
-                query, value, processed_keys, state, query_mask=query_mask, **common
-            )
-        else:
-            context, weights, state = self.attend_sequence(
-                query, value, processed_keys, query_mask=query_mask, attention_state=state, **common
-            )
-        outputs = (context,)
-        if return_attention_scores:
-            outputs += (weights,)
-        if return_attention_state:
-            outputs += (state,)
-        return outputs[0] if len(outputs) == 1 else outputs
+        context, weights, state = self._call_attend(
+            query, value, key, query_mask, value_mask, training, state
+        )
+        return _outputs(context, weights, state, return_attention_scores, return_attention_state)
 
     def compute_output_spec(
         self,
@@ -139,9 +154,7 @@ class BaseAlignmentAttention(BaseAttention):
         return_attention_state=False,
         training=None,
     ):
-        key = value if key is None else key
-        self._check_static_shapes(query.shape, value.shape, key.shape)
-        self._check_masks(query.shape, value.shape, query_mask, value_mask)
+        self._check_call_inputs(query, value, key, query_mask, value_mask)
         if previous_alignment is not None:
             self._check_per_key(
                 "previous_alignment",
@@ -149,20 +162,20 @@ class BaseAlignmentAttention(BaseAttention):
                 value.shape,
                 "the weights of the previous step",
             )
-        dtype = self.compute_dtype
-        outputs = (keras.KerasTensor(tuple(query.shape[:-1]) + (value.shape[-1],), dtype=dtype),)
-        if return_attention_scores:
-            weights_shape = tuple(query.shape[:-1]) + (value.shape[1],)
-            outputs += (keras.KerasTensor(weights_shape, dtype=dtype),)
-        if return_attention_state:
-            per_key = tuple(value.shape[:2])
-            outputs += (
-                {
-                    key: keras.KerasTensor(per_key, dtype=self.state_dtype)
-                    for key in self.attention_state_keys
-                },
-            )
-        return outputs[0] if len(outputs) == 1 else outputs
+        context, weights = self._output_specs(query.shape, value.shape)
+        per_key = tuple(value.shape[:2])
+        state = {
+            name: keras.KerasTensor(per_key, dtype=self.state_dtype)
+            for name in self.attention_state_keys
+        }
+        return _outputs(context, weights, state, return_attention_scores, return_attention_state)
 
-    def compute_output_shape(self, query_shape, value_shape, key_shape=None, **kwargs):
-        return tuple(query_shape[:-1]) + (value_shape[-1],)
+
+def _outputs(context, weights, state, return_attention_scores, return_attention_state):
+    """The context, and the weights and the state when asked for."""
+    outputs = (context,)
+    if return_attention_scores:
+        outputs += (weights,)
+    if return_attention_state:
+        outputs += (state,)
+    return outputs[0] if len(outputs) == 1 else outputs

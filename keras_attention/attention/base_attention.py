@@ -27,8 +27,16 @@ from keras_attention import loops
 from keras_attention.masking import dims_compatible as _same
 from keras_attention.masking import shape_error as _arg_error
 from keras_attention.masking import shape_str
+from keras_attention.masking import shapes_compatible
 from keras_attention.masking import softmax_dtype
 from keras_attention.masking import zero_masked
+
+# The shapes of the inputs, in the symbols of the docs and the error messages.
+_SYMBOLS = {
+    "query": "(batch, T_q, d_q) or (batch, d_q)",
+    "key": "(batch, T_v, d_k)",
+    "value": "(batch, T_v, d_v)",
+}
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -133,83 +141,59 @@ class BaseAttention(keras.layers.Layer):
     # ---------------------------------------------------------------- checks
 
     def _check_static_shapes(self, query_shape, value_shape, key_shape):
-        query_shape, value_shape, key_shape = (
-            tuple(query_shape),
-            tuple(value_shape),
-            tuple(key_shape),
-        )
-        if len(query_shape) not in (2, 3):
+        shapes = {"query": tuple(query_shape), "key": tuple(key_shape), "value": tuple(value_shape)}
+        if len(shapes["query"]) not in (2, 3):
             raise _arg_error(
                 "query", "(batch, T_q, d_q), or (batch, d_q) for one decoder step", query_shape
             )
-        if len(value_shape) != 3:
-            raise _arg_error("value", "(batch, T_v, d_v)", value_shape)
-        if len(key_shape) != 3:
-            raise _arg_error("key", "(batch, T_v, d_k)", key_shape)
-        if not _same(query_shape[0], value_shape[0]):
-            raise _arg_error(
-                "value",
-                f"(batch, T_v, d_v) with batch={query_shape[0]} as in `query`",
-                value_shape,
-                "The batch sizes of query and value differ.",
-            )
-        if not _same(key_shape[0], value_shape[0]):
-            raise _arg_error(
-                "key",
-                f"(batch, T_v, d_k) with batch={value_shape[0]} as in `value`",
-                key_shape,
-                "The batch sizes of key and value differ.",
-            )
-        if not _same(key_shape[1], value_shape[1]):
-            raise _arg_error(
-                "key",
-                f"(batch, T_v, d_k) with T_v={value_shape[1]} as in `value`",
-                key_shape,
-                "Every key needs a value: their lengths differ.",
-            )
+        for name in ("value", "key"):
+            if len(shapes[name]) != 3:
+                raise _arg_error(name, _SYMBOLS[name], shapes[name])
+        for name, axis, other, why in (
+            ("value", 0, "query", "The batch sizes of query and value differ."),
+            ("key", 0, "value", "The batch sizes of key and value differ."),
+            ("key", 1, "value", "Every key needs a value: their lengths differ."),
+        ):
+            size = shapes[other][axis]
+            if not _same(shapes[name][axis], size):
+                expected = f"{_SYMBOLS[name]} with {('batch', 'T_v')[axis]}={size} as in `{other}`"
+                raise _arg_error(name, expected, shapes[name], why)
         if self.query_dim is not None:
-            for name, shape, symbol, dim, expected in (
-                ("query", query_shape, "d_q", self.query_dim, "(batch, T_q, d_q) or (batch, d_q)"),
-                ("key", key_shape, "d_k", self.key_dim, "(batch, T_v, d_k)"),
-                ("value", value_shape, "d_v", self.value_dim, "(batch, T_v, d_v)"),
+            for name, symbol, dim in (
+                ("query", "d_q", self.query_dim),
+                ("key", "d_k", self.key_dim),
+                ("value", "d_v", self.value_dim),
             ):
-                if not _same(shape[-1], dim):
+                if not _same(shapes[name][-1], dim):
                     raise _arg_error(
                         name,
-                        f"{expected} with {symbol}={dim}",
-                        shape,
+                        f"{_SYMBOLS[name]} with {symbol}={dim}",
+                        shapes[name],
                         f"The layer was built with {symbol}={dim}.",
                     )
 
     def _check_per_key(self, name, tensor, value_shape, what):
         """(batch, T_v) tensors: value_mask, previous weights, noise."""
-        shape = tuple(tensor.shape)
-        if len(shape) != 2 or not all(
-            _same(a, b) for a, b in zip(shape, tuple(value_shape)[:2], strict=True)
-        ):
-            raise _arg_error(name, f"(batch, T_v)={shape_str(value_shape[:2])}, {what}", shape)
+        if not shapes_compatible(tensor.shape, tuple(value_shape)[:2]):
+            expected = f"(batch, T_v)={shape_str(value_shape[:2])}, {what}"
+            raise _arg_error(name, expected, tuple(tensor.shape))
 
     def _check_masks(self, query_shape, value_shape, query_mask, value_mask):
         if value_mask is not None:
             self._check_per_key("value_mask", value_mask, value_shape, "one boolean per key")
         if query_mask is not None:
-            shape = tuple(query_mask.shape)
             expected = tuple(query_shape)[:-1]
-            if len(shape) != len(expected) or not all(
-                _same(a, b) for a, b in zip(shape, expected, strict=True)
-            ):
+            if not shapes_compatible(query_mask.shape, expected):
                 symbols = "(batch,)" if len(expected) == 1 else "(batch, T_q)"
                 raise _arg_error(
                     "query_mask",
                     f"{symbols}={shape_str(expected)}, one boolean per query",
-                    shape,
+                    tuple(query_mask.shape),
                 )
 
     def _check_processed_keys(self, processed_keys, value_shape):
         pk_shape = tuple(processed_keys.shape)
-        if len(pk_shape) < 3 or not all(
-            _same(a, b) for a, b in zip(pk_shape[:2], tuple(value_shape)[:2], strict=True)
-        ):
+        if len(pk_shape) < 3 or not shapes_compatible(pk_shape[:2], tuple(value_shape)[:2]):
             raise _arg_error(
                 "processed_keys",
                 f"(batch, T_v, ...) with (batch, T_v)={shape_str(value_shape[:2])} "
@@ -397,15 +381,8 @@ class BaseAttention(keras.layers.Layer):
         self._check_masks(query.shape, value.shape, query_mask, value_mask)
 
     def _check_step_weights(self, weights, value_shape):
-        shape = tuple(weights.shape)
-        if len(shape) != 2 or not all(
-            _same(a, b) for a, b in zip(shape, tuple(value_shape)[:2], strict=True)
-        ):
-            raise _arg_error(
-                f"the weights returned by {type(self).__name__}.step_weights",
-                f"(batch, T_v)={shape_str(value_shape[:2])}, one weight per key",
-                shape,
-            )
+        name = f"the weights returned by {type(self).__name__}.step_weights"
+        self._check_per_key(name, weights, value_shape, "one weight per key")
 
     def attend_sequence(
         self,
@@ -489,26 +466,46 @@ class BaseAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
+        key = self._check_call_inputs(query, value, key, query_mask, value_mask)
+        context, weights, _ = self._call_attend(query, value, key, query_mask, value_mask, training)
+        if return_attention_scores:
+            return context, weights
+        return context
+
+    def _check_call_inputs(self, query, value, key, query_mask, value_mask):
+        """The checks of `call` and `compute_output_spec`; returns the keys."""
         key = value if key is None else key
         self._check_static_shapes(query.shape, value.shape, key.shape)
         self._check_masks(query.shape, value.shape, query_mask, value_mask)
+        return key
+
+    def _call_attend(
+        self, query, value, key, query_mask, value_mask, training, attention_state=None
+    ):
+        """What `call` computes: `(context, weights, last state)`.
+
+        One step for a (batch, d_q) query, `attend_sequence` for (batch, T_q,
+        d_q); `attention_state` None starts from `initial_attention_state`.
+        """
         dtype = self.compute_dtype
         value = zero_masked(ops.cast(value, dtype), value_mask)
         # Zeroed before the projection: a NaN there would reach its gradient.
         processed_keys = self.precompute_keys(zero_masked(ops.cast(key, dtype), value_mask))
         common = {"value_mask": value_mask, "training": training, "_memory_zeroed": True}
         if len(query.shape) == 2:
-            state = self.initial_attention_state(value, value_mask)
-            context, weights, _ = self.attend_step(
-                query, value, processed_keys, state, query_mask=query_mask, **common
+            if attention_state is None:
+                attention_state = self.initial_attention_state(value, value_mask)
+            return self.attend_step(
+                query, value, processed_keys, attention_state, query_mask=query_mask, **common
             )
-        else:
-            context, weights, _ = self.attend_sequence(
-                query, value, processed_keys, query_mask=query_mask, **common
-            )
-        if return_attention_scores:
-            return context, weights
-        return context
+        return self.attend_sequence(
+            query,
+            value,
+            processed_keys,
+            query_mask=query_mask,
+            attention_state=attention_state,
+            **common,
+        )
 
     def compute_output_spec(
         self,
@@ -520,15 +517,22 @@ class BaseAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
-        key = value if key is None else key
-        self._check_static_shapes(query.shape, value.shape, key.shape)
-        self._check_masks(query.shape, value.shape, query_mask, value_mask)
+        self._check_call_inputs(query, value, key, query_mask, value_mask)
+        context, weights = self._output_specs(query.shape, value.shape)
+        if return_attention_scores:
+            return context, weights
+        return context
+
+    def _output_specs(self, query_shape, value_shape):
+        """The `KerasTensor`s of the context and the weights that `call` returns."""
         dtype = self.compute_dtype
-        context = keras.KerasTensor(tuple(query.shape[:-1]) + (value.shape[-1],), dtype=dtype)
-        if not return_attention_scores:
-            return context
-        weights_shape = tuple(query.shape[:-1]) + (value.shape[1],)
-        return context, keras.KerasTensor(weights_shape, dtype=dtype)
+        context = keras.KerasTensor(tuple(query_shape[:-1]) + (value_shape[-1],), dtype=dtype)
+        weights = keras.KerasTensor(self._weights_shape(query_shape, value_shape), dtype=dtype)
+        return context, weights
+
+    def _weights_shape(self, query_shape, value_shape):
+        """The shape of the weights that `call` returns: (batch, [T_q,] T_v)."""
+        return tuple(query_shape[:-1]) + (value_shape[1],)
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None, **kwargs):
         return tuple(query_shape[:-1]) + (value_shape[-1],)

@@ -12,10 +12,10 @@ import keras
 from keras import ops
 
 from keras_attention.attention.base_attention import BaseAttention
-from keras_attention.masking import dims_compatible as _same
 from keras_attention.masking import masked_softmax
 from keras_attention.masking import shape_error as _arg_error
 from keras_attention.masking import shape_str
+from keras_attention.masking import shapes_compatible
 from keras_attention.masking import zero_masked
 from keras_attention.validation import check_positive_int
 
@@ -33,6 +33,25 @@ class ContentAttention(BaseAttention):
         dropout: dropout rate applied to the attention weights in training.
         seed: seed of the dropout.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments (those of every subclass):
+        query: (batch, T_q, d_q), or (batch, d_q) for one decoder step.
+        value: (batch, T_v, d_v).
+        key: optional (batch, T_v, d_k); defaults to `value`.
+        query_mask: optional bool (batch, T_q) or (batch,); padded queries get
+            zero context and zero weights. Filled in automatically from a
+            masking layer upstream of `query`.
+        value_mask: optional bool (batch, T_v); masked keys get weight 0 and
+            are never read (a NaN or inf there is harmless). Filled in
+            automatically from a masking layer upstream of `value`.
+        return_attention_scores: also return the weights.
+        training: whether dropout is active.
+
+    Returns:
+        The context, (batch, T_q, d_v) or (batch, d_v), and with
+        `return_attention_scores=True` also the weights, (batch, T_q, T_v) or
+        (batch, T_v), summing to 1 over the unmasked keys; with num_heads > 1,
+        each head's: (batch, num_heads, T_q, T_v) or (batch, num_heads, T_v).
     """
 
     def __init__(self, num_heads=1, dropout=0.0, seed=None, **kwargs):
@@ -120,17 +139,9 @@ class ContentAttention(BaseAttention):
         self._check_state(attention_state, tuple(value.shape))
         if len(query.shape) != 2:
             raise _arg_error("query", "(batch, d_q) for one step", query.shape)
-        context, weights = self.attend(
-            query,
-            value,
-            processed_keys,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            training=training,
-            dropout_mask=noise,
-            _memory_zeroed=_memory_zeroed,
+        return self._attend_averaged(
+            query, value, processed_keys, query_mask, value_mask, training, noise, _memory_zeroed
         )
-        return context, self._head_average(weights, query), {}
 
     def attend_sequence(
         self,
@@ -147,6 +158,14 @@ class ContentAttention(BaseAttention):
         """Every query at once, in parallel (see `BaseAttention.attend_sequence`)."""
         if attention_state is not None:
             self._check_state(attention_state, tuple(value.shape))
+        return self._attend_averaged(
+            query, value, processed_keys, query_mask, value_mask, training, None, _memory_zeroed
+        )
+
+    def _attend_averaged(
+        self, query, value, processed_keys, query_mask, value_mask, training, noise, memory_zeroed
+    ):
+        """`attend` as the contract returns it: `(context, the heads' average weights, {})`."""
         context, weights = self.attend(
             query,
             value,
@@ -154,15 +173,13 @@ class ContentAttention(BaseAttention):
             query_mask=query_mask,
             value_mask=value_mask,
             training=training,
-            _memory_zeroed=_memory_zeroed,
+            dropout_mask=noise,
+            _memory_zeroed=memory_zeroed,
         )
-        return context, self._head_average(weights, query), {}
-
-    def _head_average(self, weights, query):
         if len(weights.shape) > len(query.shape):
             # Several heads: (B, H, [T_q,] T_v) → the head average.
-            return ops.mean(weights, axis=1)
-        return weights
+            weights = ops.mean(weights, axis=1)
+        return context, weights, {}
 
     # ------------------------------------------------------------------ call
 
@@ -186,33 +203,17 @@ class ContentAttention(BaseAttention):
         """
         raise self._not_implemented("_score(query, processed_keys)")
 
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        return_attention_scores=False,
-        training=None,
+    def _call_attend(
+        self, query, value, key, query_mask, value_mask, training, attention_state=None
     ):
-        key = value if key is None else key
-        self._check_static_shapes(query.shape, value.shape, key.shape)
-        self._check_masks(query.shape, value.shape, query_mask, value_mask)
+        # `attend`, not `attend_step`: `call` returns the weights of each head.
         # Masked keys are zeroed before the projection, not only after: a NaN
         # there would otherwise reach the gradient of the key projection.
         processed_keys = self.precompute_keys(zero_masked(key, value_mask))
         context, weights = self.attend(
-            query,
-            value,
-            processed_keys,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            training=training,
+            query, value, processed_keys, query_mask, value_mask, training
         )
-        if return_attention_scores:
-            return context, weights
-        return context
+        return context, weights, {}
 
     def attend(
         self,
@@ -367,45 +368,17 @@ class ContentAttention(BaseAttention):
             symbols += " T_q,"
         weights_shape += (value_shape[1],)
         symbols += " T_v)"
-        mask_shape = tuple(mask_shape)
-        if len(mask_shape) != len(weights_shape) or not all(
-            _same(a, b) for a, b in zip(mask_shape, weights_shape, strict=True)
-        ):
+        if not shapes_compatible(mask_shape, weights_shape):
             raise _arg_error(
                 "dropout_mask",
                 f"{symbols}={shape_str(weights_shape)}, the shape of the weights",
-                mask_shape,
+                tuple(mask_shape),
             )
 
-    def compute_output_shape(
-        self, query_shape, value_shape, key_shape=None, return_attention_scores=False
-    ):
-        context_shape = tuple(query_shape[:-1]) + (value_shape[-1],)
-        return context_shape
-
-    def compute_output_spec(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        return_attention_scores=False,
-        training=None,
-    ):
-        key = value if key is None else key
-        self._check_static_shapes(query.shape, value.shape, key.shape)
-        self._check_masks(query.shape, value.shape, query_mask, value_mask)
-        context_shape = tuple(query.shape[:-1]) + (value.shape[-1],)
-        context = keras.KerasTensor(context_shape, dtype=self.compute_dtype)
-        if not return_attention_scores:
-            return context
-        weights_shape = (query.shape[0],)
-        if self.num_heads > 1:
-            weights_shape += (self.num_heads,)
-        weights_shape += tuple(query.shape[1:-1]) + (value.shape[1],)
-        weights = keras.KerasTensor(weights_shape, dtype=self.compute_dtype)
-        return context, weights
+    def _weights_shape(self, query_shape, value_shape):
+        # Each head's weights, after the batch axis.
+        heads = (self.num_heads,) if self.num_heads > 1 else ()
+        return (query_shape[0],) + heads + tuple(query_shape[1:-1]) + (value_shape[1],)
 
     def get_config(self):
         config = super().get_config()
