@@ -1,14 +1,11 @@
 """`BahdanauAttention`: additive attention with learned projections."""
 
-import math
-
 import keras
-from keras import ops
 
-from keras_attention.attention.additive_score import additive_score
-from keras_attention.attention.additive_score import normalized_score_vector
+from keras_attention.attention.additive_score import build_additive_score
+from keras_attention.attention.additive_score import layer_additive_score
+from keras_attention.attention.additive_score import project_keys
 from keras_attention.attention.content_attention import ContentAttention
-from keras_attention.masking import project
 from keras_attention.validation import check_positive_int
 
 
@@ -39,23 +36,7 @@ class BahdanauAttention(ContentAttention):
         kernel_initializer: initializer of W_a, U_a and v_a.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
-    Call arguments:
-        query: (batch, T_q, d_q), or (batch, d_q) for one decoder step.
-        value: (batch, T_v, d_v).
-        key: optional (batch, T_v, d_k); defaults to `value`.
-        query_mask: optional bool (batch, T_q) or (batch,); padded queries get
-            zero context and zero weights. Filled in automatically from a
-            masking layer upstream of `query`.
-        value_mask: optional bool (batch, T_v); masked keys get weight 0 and
-            are never read (a NaN or inf there is harmless). Filled in
-            automatically from a masking layer upstream of `value`.
-        return_attention_scores: also return the weights.
-        training: whether dropout is active.
-
-    Returns:
-        The context, (batch, T_q, d_v) or (batch, d_v), and with
-        `return_attention_scores=True` also the weights, (batch, T_q, T_v) or
-        (batch, T_v), summing to 1 over the unmasked keys.
+    Call arguments and returns: those of `ContentAttention` (one head).
 
     Example:
 
@@ -87,47 +68,14 @@ class BahdanauAttention(ContentAttention):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
     def build_score(self, query_dim, key_dim):
-        self.query_kernel = self.add_weight(
-            name="query_kernel",  # W_aᵀ
-            shape=(query_dim, self.units),
-            initializer=self.kernel_initializer,
-        )
-        self.key_kernel = self.add_weight(
-            name="key_kernel",  # U_aᵀ
-            shape=(key_dim, self.units),
-            initializer=self.kernel_initializer,
-        )
-        self.score_vector = self.add_weight(
-            name="score_vector",  # v_a
-            shape=(self.units,),
-            initializer=self.kernel_initializer,
-        )
-        if self.normalize:
-            self.score_scale = self.add_weight(
-                name="score_scale",  # g
-                shape=(),
-                initializer=keras.initializers.Constant(math.sqrt(1.0 / self.units)),
-            )
-            self.score_bias = self.add_weight(
-                name="score_bias",  # b
-                shape=(self.units,),
-                initializer="zeros",
-            )
+        build_additive_score(self, query_dim, key_dim, self.units, self.normalize)
 
     def precompute_keys(self, key):
         """U_a k for every key: (batch, T_v, d_k) → (batch, T_v, units)."""
-        key = ops.cast(key, self.compute_dtype)
-        return project(key, ops.cast(self.key_kernel, self.compute_dtype))
+        return project_keys(self, key)
 
     def _score(self, query, processed_keys):
-        dtype = self.compute_dtype
-        projected = project(query, ops.cast(self.query_kernel, dtype))  # (B, T_q, u)
-        if self.normalize:
-            v = normalized_score_vector(self.score_vector, self.score_scale, dtype)
-            bias = ops.cast(self.score_bias, dtype)
-        else:
-            v, bias = ops.cast(self.score_vector, dtype), None
-        scores = additive_score(projected, processed_keys, v, bias)  # (B, T_q, T_v)
+        scores = layer_additive_score(self, query, processed_keys, self.normalize)
         return scores[:, None, :, :]  # (B, 1, T_q, T_v)
 
     def get_config(self):

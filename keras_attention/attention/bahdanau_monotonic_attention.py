@@ -1,14 +1,11 @@
 """`BahdanauMonotonicAttention`: monotonic attention over the additive score."""
 
-import math
-
 import keras
-from keras import ops
 
-from keras_attention.attention.additive_score import additive_score
-from keras_attention.attention.additive_score import normalized_score_vector
+from keras_attention.attention.additive_score import build_additive_score
+from keras_attention.attention.additive_score import layer_additive_score
+from keras_attention.attention.additive_score import project_keys
 from keras_attention.attention.base_monotonic_attention import BaseMonotonicAttention
-from keras_attention.masking import project
 from keras_attention.validation import check_positive_int
 
 
@@ -54,33 +51,9 @@ class BahdanauMonotonicAttention(BaseMonotonicAttention):
         kernel_initializer: initializer of W_a, U_a and v_a.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
-    Call arguments:
-        query: (batch, T_q, d_q), a sequence of queries run step by step, or
-            (batch, d_q) for one step.
-        value: (batch, T_v, d_v).
-        key: optional (batch, T_v, d_k); defaults to `value`.
-        previous_alignment: optional (batch, T_v) weights α_{t-1} of the step
-            before the first query; defaults to `initial_attention_state`.
-        query_mask: optional bool (batch, T_q) or (batch,); padded queries get
-            zero context and weights and leave the state unchanged.
-        value_mask: optional bool (batch, T_v); masked keys get weight 0 and
-            are never read. Both masks are filled in automatically from a
-            masking layer upstream.
-        return_attention_scores: also return the weights.
-        return_attention_state: also return the state after the last query,
-            `{"alignment": (batch, T_v)}`.
-        training: whether the sigmoid noise is added.
-
-    Returns:
-        The context, (batch, T_q, d_v) or (batch, d_v); with
-        `return_attention_scores=True` also the weights, (batch, T_q, T_v) or
-        (batch, T_v); with `return_attention_state=True` also the state dict.
-
-    Step by step (what a decoder does): `keys = layer.precompute_keys(value)`
-    once, `state = layer.initial_attention_state(value, value_mask)`, the
-    noise of all steps `noise = layer.step_noise((T, batch, T_v), training)`
-    before the loop, then `context, weights, state = layer.attend_step(query_t,
-    value, keys, state, value_mask=value_mask, noise=noise_t)` at every step.
+    Call arguments, returns and step-by-step use: those of
+    `BaseAlignmentAttention`. The state is `{"alignment": (batch, T_v)}`, and
+    `training` adds the sigmoid noise.
 
     Example:
 
@@ -106,60 +79,21 @@ class BahdanauMonotonicAttention(BaseMonotonicAttention):
         kernel_initializer="glorot_uniform",
         **kwargs,
     ):
-        super().__init__(
-            sigmoid_noise=sigmoid_noise,
-            score_bias_init=score_bias_init,
-            mode=mode,
-            seed=seed,
-            kernel_initializer=kernel_initializer,
-            **kwargs,
-        )
+        # The arguments of BaseMonotonicAttention, in its order.
+        super().__init__(sigmoid_noise, score_bias_init, mode, seed, kernel_initializer, **kwargs)
         check_positive_int("units", units)
         self.units = units
         self.normalize = bool(normalize)
 
     def build_energy(self, query_dim, key_dim):
-        self.query_kernel = self.add_weight(
-            name="query_kernel",  # W_aᵀ
-            shape=(query_dim, self.units),
-            initializer=self.kernel_initializer,
-        )
-        self.key_kernel = self.add_weight(
-            name="key_kernel",  # U_aᵀ
-            shape=(key_dim, self.units),
-            initializer=self.kernel_initializer,
-        )
-        self.score_vector = self.add_weight(
-            name="score_vector",  # v_a
-            shape=(self.units,),
-            initializer=self.kernel_initializer,
-        )
-        if self.normalize:
-            self.score_scale = self.add_weight(
-                name="score_scale",  # g
-                shape=(),
-                initializer=keras.initializers.Constant(math.sqrt(1.0 / self.units)),
-            )
-            self.score_bias = self.add_weight(
-                name="score_bias",  # b
-                shape=(self.units,),
-                initializer="zeros",
-            )
+        build_additive_score(self, query_dim, key_dim, self.units, self.normalize)
 
     def precompute_keys(self, key):
         """U_a h_j for every key: (batch, T_v, d_k) → (batch, T_v, units)."""
-        key = ops.cast(key, self.compute_dtype)
-        return project(key, ops.cast(self.key_kernel, self.compute_dtype))
+        return project_keys(self, key)
 
     def _energy(self, query, processed_keys):
-        dtype = self.compute_dtype
-        projected = ops.matmul(query, ops.cast(self.query_kernel, dtype))  # (B, units)
-        if self.normalize:
-            v = normalized_score_vector(self.score_vector, self.score_scale, dtype)
-            bias = ops.cast(self.score_bias, dtype)
-        else:
-            v, bias = ops.cast(self.score_vector, dtype), None
-        return additive_score(projected, processed_keys, v, bias)  # (B, T_v)
+        return layer_additive_score(self, query, processed_keys, self.normalize)  # (B, T_v)
 
     def get_config(self):
         config = super().get_config()

@@ -3,7 +3,9 @@
 import keras
 from keras import ops
 
+from keras_attention.attention.additive_score import add_projections
 from keras_attention.attention.additive_score import additive_score
+from keras_attention.attention.additive_score import project_keys
 from keras_attention.attention.base_alignment_attention import BaseAlignmentAttention
 from keras_attention.masking import masked_softmax
 from keras_attention.masking import project
@@ -41,35 +43,11 @@ class LocationSensitiveAttention(BaseAlignmentAttention):
         kernel_initializer: initializer of W, V, U, v and the convolution.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
-    Call arguments:
-        query: (batch, T_q, d_q), a sequence of queries run step by step, or
-            (batch, d_q) for one step.
-        value: (batch, T_v, d_v).
-        key: optional (batch, T_v, d_k); defaults to `value`.
-        previous_alignment: optional (batch, T_v) weights α_{t-1} of the step
-            before the first query; defaults to the initial state (zeros).
-        previous_cumulative: (batch, T_v) Σ_{s<t} α_s, needed with
-            `previous_alignment` when cumulative=True.
-        query_mask: optional bool (batch, T_q) or (batch,); padded queries get
-            zero context and weights and leave the state unchanged.
-        value_mask: optional bool (batch, T_v); masked keys get weight 0 and
-            are never read. Both masks are filled in automatically from a
-            masking layer upstream.
-        return_attention_scores: also return the weights.
-        return_attention_state: also return the state after the last query:
-            a dict with "alignment" (batch, T_v), and with cumulative=True
-            "cumulative" (batch, T_v).
-        training: unused (no dropout, no noise); accepted for the decoders.
-
-    Returns:
-        The context, (batch, T_q, d_v) or (batch, d_v); with
-        `return_attention_scores=True` also the weights, (batch, T_q, T_v) or
-        (batch, T_v); with `return_attention_state=True` also the state dict.
-
-    Step by step (what a decoder does): `keys = layer.precompute_keys(value)`
-    once, `state = layer.initial_attention_state(value, value_mask)`, then
-    `context, weights, state = layer.attend_step(query_t, value, keys, state,
-    value_mask=value_mask)` at every step.
+    Call arguments, returns and step-by-step use: those of
+    `BaseAlignmentAttention`. The state is `{"alignment": (batch, T_v)}`,
+    with cumulative=True also "cumulative", Σ_{s<t} α_s (pass it as
+    `previous_cumulative` with `previous_alignment`). The initial state is
+    all zeros. `training` is unused (no dropout, no noise); the decoders pass it.
 
     Example:
 
@@ -111,16 +89,7 @@ class LocationSensitiveAttention(BaseAlignmentAttention):
         return ("alignment", "cumulative") if self.cumulative else ("alignment",)
 
     def build_score(self, query_dim, key_dim):
-        self.query_kernel = self.add_weight(
-            name="query_kernel",  # Wᵀ
-            shape=(query_dim, self.units),
-            initializer=self.kernel_initializer,
-        )
-        self.key_kernel = self.add_weight(
-            name="key_kernel",  # Vᵀ
-            shape=(key_dim, self.units),
-            initializer=self.kernel_initializer,
-        )
+        add_projections(self, query_dim, key_dim, self.units)  # Wᵀ, Vᵀ
         self.location_kernel = self.add_weight(
             name="location_kernel",  # the convolution, (width, in, out)
             shape=(self.kernel_size, 1, self.filters),
@@ -144,8 +113,7 @@ class LocationSensitiveAttention(BaseAlignmentAttention):
 
     def precompute_keys(self, key):
         """V h_j for every key: (batch, T_v, d_k) → (batch, T_v, units)."""
-        key = ops.cast(key, self.compute_dtype)
-        return project(key, ops.cast(self.key_kernel, self.compute_dtype))
+        return project_keys(self, key)
 
     def step_weights(self, query, processed_keys, state, value_mask, training, noise):
         dtype = self.compute_dtype

@@ -3,9 +3,10 @@
 import keras
 from keras import ops
 
-from keras_attention.attention.additive_score import additive_score
+from keras_attention.attention.additive_score import build_additive_score
+from keras_attention.attention.additive_score import layer_additive_score
+from keras_attention.attention.additive_score import project_keys
 from keras_attention.attention.content_attention import ContentAttention
-from keras_attention.masking import project
 from keras_attention.masking import shape_str
 from keras_attention.validation import check_positive_int
 
@@ -45,24 +46,7 @@ class LuongAttention(ContentAttention):
         kernel_initializer: initializer of W (general) or W_a and v_a (concat).
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
-    Call arguments:
-        query: (batch, T_q, d_q), or (batch, d_q) for one decoder step.
-        value: (batch, T_v, d_v).
-        key: optional (batch, T_v, d_k); defaults to `value`.
-        query_mask: optional bool (batch, T_q) or (batch,); padded queries get
-            zero context and zero weights. Filled in automatically from a
-            masking layer upstream of `query`.
-        value_mask: optional bool (batch, T_v); masked keys get weight 0 and
-            are never read (a NaN or inf there is harmless). Filled in
-            automatically from a masking layer upstream of `value`.
-        return_attention_scores: also return the weights.
-        training: whether dropout is active.
-
-    Returns:
-        The context, (batch, T_q, d_v) or (batch, d_v), and with
-        `return_attention_scores=True` also the weights, (batch, T_q, T_v) or
-        (batch, T_v); with num_heads > 1, (batch, num_heads, T_q, T_v) or
-        (batch, num_heads, T_v).
+    Call arguments and returns: those of `ContentAttention`.
 
     Example:
 
@@ -133,22 +117,8 @@ class LuongAttention(ContentAttention):
                 initializer=self.kernel_initializer,
             )
         if self.score_mode == "concat":
-            units = self.units or query_dim
-            self.query_kernel = self.add_weight(
-                name="query_kernel",  # query part of W_aᵀ
-                shape=(query_dim, units),
-                initializer=self.kernel_initializer,
-            )
-            self.key_kernel = self.add_weight(
-                name="key_kernel",  # key part of W_aᵀ
-                shape=(key_dim, units),
-                initializer=self.kernel_initializer,
-            )
-            self.score_vector = self.add_weight(
-                name="score_vector",  # v_a
-                shape=(units,),
-                initializer=self.kernel_initializer,
-            )
+            # W_a [q; k] = W_a's query part · q + its key part · k.
+            build_additive_score(self, query_dim, key_dim, self.units or query_dim)
         if self.use_scale:
             self.scale = self.add_weight(name="scale", shape=(), initializer="ones")
 
@@ -158,25 +128,23 @@ class LuongAttention(ContentAttention):
         dot: the keys themselves, (batch, T_v, d_k); general: W k for every key,
         (batch, T_v, d_q); concat: the key part of W_a [q; k], (batch, T_v, units).
         """
+        if self.score_mode == "concat":
+            return project_keys(self, key)
         dtype = self.compute_dtype
         key = ops.cast(key, dtype)
         if self.score_mode == "dot":
             return key
-        if self.score_mode == "general":
-            heads = self.num_heads
-            batch, t_v = ops.shape(key)[0], ops.shape(key)[1]
-            key = ops.reshape(key, (batch, t_v, heads, self.key_dim // heads))
-            kernel = ops.cast(self.kernel, dtype)  # (H, d_q/H, d_k/H)
-            projected = ops.einsum("bvhk,hqk->bvhq", key, kernel)
-            return ops.reshape(projected, (batch, t_v, self.query_dim))
-        return project(key, ops.cast(self.key_kernel, dtype))
+        heads = self.num_heads  # "general"
+        batch, t_v = ops.shape(key)[0], ops.shape(key)[1]
+        key = ops.reshape(key, (batch, t_v, heads, self.key_dim // heads))
+        kernel = ops.cast(self.kernel, dtype)  # (H, d_q/H, d_k/H)
+        projected = ops.einsum("bvhk,hqk->bvhq", key, kernel)
+        return ops.reshape(projected, (batch, t_v, self.query_dim))
 
     def _score(self, query, processed_keys):
         dtype = self.compute_dtype
         if self.score_mode == "concat":
-            projected = project(query, ops.cast(self.query_kernel, dtype))  # (B, T_q, u)
-            v = ops.cast(self.score_vector, dtype)
-            scores = additive_score(projected, processed_keys, v)[:, None]  # (B,1,T_q,T_v)
+            scores = layer_additive_score(self, query, processed_keys)[:, None]  # (B,1,T_q,T_v)
         else:
             if keras.backend.standardize_dtype(dtype) == "float16":
                 # A product of two vectors is unbounded: beyond 65504 it is inf

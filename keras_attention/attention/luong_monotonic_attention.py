@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
+from keras_attention.attention.additive_score import project_keys
 from keras_attention.attention.base_monotonic_attention import BaseMonotonicAttention
-from keras_attention.masking import project
 from keras_attention.masking import shape_error as _arg_error
 from keras_attention.validation import check_positive_int
 
@@ -39,27 +39,8 @@ class LuongMonotonicAttention(BaseMonotonicAttention):
         kernel_initializer: initializer of W_m.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
-    Call arguments:
-        query: (batch, T_q, d_q), a sequence of queries run step by step, or
-            (batch, d_q) for one step.
-        value: (batch, T_v, d_v).
-        key: optional (batch, T_v, d_k); defaults to `value`.
-        previous_alignment: optional (batch, T_v) weights α_{t-1} of the step
-            before the first query; defaults to `initial_attention_state`.
-        query_mask: optional bool (batch, T_q) or (batch,); padded queries get
-            zero context and weights and leave the state unchanged.
-        value_mask: optional bool (batch, T_v); masked keys get weight 0 and
-            are never read. Both masks are filled in automatically from a
-            masking layer upstream.
-        return_attention_scores: also return the weights.
-        return_attention_state: also return the state after the last query,
-            `{"alignment": (batch, T_v)}`.
-        training: whether the sigmoid noise is added.
-
-    Returns:
-        The context, (batch, T_q, d_v) or (batch, d_v); with
-        `return_attention_scores=True` also the weights, (batch, T_q, T_v) or
-        (batch, T_v); with `return_attention_state=True` also the state dict.
+    Call arguments, returns and step-by-step use: those of
+    `BaseAlignmentAttention`, as for `BahdanauMonotonicAttention`.
 
     Example:
 
@@ -90,14 +71,8 @@ class LuongMonotonicAttention(BaseMonotonicAttention):
         kernel_initializer="glorot_uniform",
         **kwargs,
     ):
-        super().__init__(
-            sigmoid_noise=sigmoid_noise,
-            score_bias_init=score_bias_init,
-            mode=mode,
-            seed=seed,
-            kernel_initializer=kernel_initializer,
-            **kwargs,
-        )
+        # The arguments of BaseMonotonicAttention, in its order.
+        super().__init__(sigmoid_noise, score_bias_init, mode, seed, kernel_initializer, **kwargs)
         check_positive_int("units", units, allow_none=True)
         self.units = units
         self.scale = bool(scale)
@@ -124,8 +99,7 @@ class LuongMonotonicAttention(BaseMonotonicAttention):
 
     def precompute_keys(self, key):
         """W_m h_j for every key: (batch, T_v, d_k) → (batch, T_v, d_q)."""
-        key = ops.cast(key, self.compute_dtype)
-        return project(key, ops.cast(self.key_kernel, self.compute_dtype))
+        return project_keys(self, key)
 
     def _energy(self, query, processed_keys):
         # In float32 under half precision (see the class docstring).
