@@ -41,12 +41,15 @@ EVERY_BACKEND=(
     tests/test_hostile_inputs.py
     tests/test_ops_search.py
     tests/test_seq2seq_generator.py
+    tests/test_gmm_attention.py
+    tests/test_custom_attention.py
 )
 
 JAX_SKIPS=(
     tests/test_layer_properties.py
     tests/test_alignment_attention.py
     tests/test_decoder_cells.py
+    tests/test_custom_attention.py
 )
 # ...of which JAX still runs these: the float64 references of the alignment
 # layers, their monotonic laws and saving; any cell against the fused path
@@ -63,6 +66,17 @@ JAX_SELECTED=(
     tests/test_decoder_cells.py::test_the_last_layer_of_a_stack_queries_the_attention
     tests/test_decoder_cells.py::test_model_with_a_cell_fits_compiled_with_xla
     tests/test_decoder_cells.py::test_keras_file_round_trip_gives_identical_outputs
+    # GMM attention, a state of one's own: each behaviour once, in one
+    # decoder, and the page's two classes (with test_gmm_attention.py, 45 s of
+    # CPU time on JAX here).
+    "tests/test_custom_attention.py::test_teacher_forced_call_equals_step_by_step_decoding[luong_stacked]"
+    "tests/test_custom_attention.py::test_the_windows_move_forward_at_every_step[bahdanau]"
+    "tests/test_custom_attention.py::test_greedy_equals_an_argmax_loop_over_the_decoder_step[luong_stacked]"
+    "tests/test_custom_attention.py::test_beam_hypotheses_score_their_tokens_as_the_model_does[bahdanau]"
+    "tests/test_custom_attention.py::test_fit_reduces_the_loss_on_a_copy_task[bahdanau]"
+    "tests/test_custom_attention.py::test_keras_file_round_trip_gives_identical_outputs[luong_stacked]"
+    tests/test_custom_attention.py::test_the_pages_mechanism_equals_gmm_attention
+    tests/test_custom_attention.py::test_the_pages_noisy_mechanism_draws_before_the_loop_and_trains
 )
 
 # About 150 s: nine training processes, each killed inside a write.
