@@ -364,16 +364,7 @@ def _write_step(buffer, step, values, positions):
 
 
 def _gather_rows(x, index):
-    """`x[index]` along the first axis; every index is in range here.
-
-    On TensorFlow a plain `tf.gather`: `keras.ops.take` would add a `where`
-    per call for negative indices, which never occur in the search, and the
-    search gathers every state tensor at every beam step.
-    """
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        return tf.gather(x, index)
+    """`x[index]` along the first axis (a GATHER in TFLite)."""
     return ops.take(x, index, axis=0)
 
 
