@@ -129,3 +129,14 @@ def test_config_round_trip_gives_identical_outputs():
 def test_num_mixtures_must_be_a_positive_integer():
     with pytest.raises(ValueError, match="num_mixtures"):
         GMMAttention(num_mixtures=0)
+
+
+def test_an_empty_memory_gives_zero_context_and_no_weights():
+    queries, _, _, _ = _inputs()
+    value = np.zeros((B, 0, D_V), "float32")  # T_v = 0
+    layer = GMMAttention(num_mixtures=K)
+    context, weights = layer(queries, value, return_attention_scores=True)
+    assert tuple(weights.shape) == (B, T_Q, 0)
+    np.testing.assert_array_equal(np.asarray(context), np.zeros((B, T_Q, D_V)))
+    state = layer.initial_attention_state((B, 0))
+    assert tuple(state["position"].shape) == (B, K)

@@ -75,9 +75,13 @@ class GMMAttention(BaseAttention):
         self.bias = self.add_weight(name="bias", shape=(3 * k,), initializer="zeros")
 
     def initial_attention_state(self, memory, value_mask=None):
-        """`{"position": zeros (batch, K)}`: every window starts at the first position."""
-        first = self._zeros_per_key(memory)[:, :1]  # (B, 1)
-        return {"position": ops.repeat(first, self.num_mixtures, axis=1)}  # (B, K)
+        """`{"position": zeros (batch, K)}`: every window starts at the first position.
+
+        Read from the batch size alone: an empty memory (T_v = 0) has a
+        state too, and gives zero weights and context.
+        """
+        batch = memory[0] if isinstance(memory, (tuple, list)) else ops.shape(memory)[0]
+        return {"position": ops.zeros((batch, self.num_mixtures), dtype=self.state_dtype)}
 
     def step_weights(self, query, processed_keys, state, value_mask, training, noise):
         dtype = self.state_dtype  # float32 under mixed precision: exp and squares
