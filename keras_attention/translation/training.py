@@ -164,17 +164,9 @@ def train_run(
     replicas = tf_strategy.num_replicas_in_sync
     # Workers other than the chief write to a private sub-folder.
     run_dir = distribute.worker_run_dir(run_dir)
-    config = dict(PRESETS[preset])
-    for key in config:
-        value = overrides.get(key)
-        if value is not None:
-            config[key] = value
-    config.update(attention=attention, seed=seed, preset=preset)
+    config = _run_config(preset, overrides, attention=attention, seed=seed, preset=preset)
+    config.update(lr_schedule=lr_schedule, input_feeding=input_feeding)
     config.update(strategy=strategy, replicas=replicas, max_minutes=max_minutes)
-    config["input_feeding"] = input_feeding
-    # The presets' conditional decoder is a Bahdanau decoder; the others have none.
-    config["conditional"] = config["conditional"] and attention == "bahdanau"
-    config["lr_schedule"] = lr_schedule
     # Read-only, before the lock file is written into the folder: a folder
     # that is not a run of ours is never written to. Checked again under the
     # lock.
@@ -183,6 +175,17 @@ def train_run(
         state = prepare_run_dir(run_dir, overwrite, config)
         _train(run_dir, config, state, tf_strategy, patience, max_minutes, keep_epochs, data_dir)
     return run_dir
+
+
+def _run_config(preset_name, overrides, **options):
+    """The preset's values, with the `overrides` that are not None and the
+    `options`: what config.json records."""
+    config = dict(PRESETS[preset_name])
+    config.update((key, value) for key, value in overrides.items() if value is not None)
+    config.update(options)
+    # The presets' conditional decoder is a Bahdanau decoder; the others have none.
+    config["conditional"] = config["conditional"] and config["attention"] == "bahdanau"
+    return config
 
 
 def check_options(preset, attention, max_minutes, strategy, overrides):
@@ -229,23 +232,7 @@ def _train(run_dir, config, state, tf_strategy, patience, max_minutes, keep_epoc
         train_en = train_en[: config["max_train_examples"]]
         train_fr = train_fr[: config["max_train_examples"]]
 
-    # The vocabularies come from the training split only, once per run: a
-    # resumed run reuses them. config.json is written after them, so they are
-    # whole when it exists.
-    if (run_dir / CONFIG_FILE).exists():
-        runs.read_config(run_dir, required=())
-        source_tokenizer = SubwordTokenizer.load(run_dir / SOURCE_VOCAB)
-        target_tokenizer = SubwordTokenizer.load(run_dir / TARGET_VOCAB)
-    else:
-        logging.info("Learning the WordPiece vocabularies from %d pairs", len(train_en))
-        source_tokenizer = SubwordTokenizer.build(
-            train_en, vocab_size=config["vocab_size"], lower_case=True
-        )
-        target_tokenizer = SubwordTokenizer.build(
-            train_fr, vocab_size=config["vocab_size"], lower_case=True
-        )
-        source_tokenizer.save(run_dir / SOURCE_VOCAB)
-        target_tokenizer.save(run_dir / TARGET_VOCAB)
+    source_tokenizer, target_tokenizer = _tokenizers(run_dir, config, train_en, train_fr)
     config["source_vocab_size"] = source_tokenizer.vocab_size
     config["target_vocab_size"] = target_tokenizer.vocab_size
     config["run_format"] = runs.RUN_FORMAT
@@ -258,24 +245,12 @@ def _train(run_dir, config, state, tf_strategy, patience, max_minutes, keep_epoc
     # `batch_size` is per replica; the datasets yield global batches that the
     # strategy splits.
     global_batch = config["batch_size"] * replicas
+    tokenizers = (source_tokenizer, target_tokenizer)
     train_data = make_dataset(
-        train_en,
-        train_fr,
-        source_tokenizer,
-        target_tokenizer,
-        batch_size=global_batch,
-        shuffle=True,
-        seed=seed,
+        train_en, train_fr, *tokenizers, batch_size=global_batch, shuffle=True, seed=seed
     )
     val = corpus["val"]
-    val_data = make_dataset(
-        val.en,
-        val.fr,
-        source_tokenizer,
-        target_tokenizer,
-        batch_size=global_batch,
-        shuffle=False,
-    )
+    val_data = make_dataset(val.en, val.fr, *tokenizers, batch_size=global_batch, shuffle=False)
     train_data = distribute.shard_by_data(train_data)
     val_data = distribute.shard_by_data(val_data)
     with tf_strategy.scope():
@@ -284,22 +259,7 @@ def _train(run_dir, config, state, tf_strategy, patience, max_minutes, keep_epoc
             # A killed run restarts after its last backed-up epoch.
             print(f"resuming {run_dir} after epoch {state['epoch']}", flush=True)
             runs.restore(model, run_dir, state)
-    callbacks = []
-    if config["ema_momentum"]:
-        # Validation, the checkpoint and the backup see the averaged weights;
-        # the next epoch trains the raw ones again. It must come first.
-        callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
-    callbacks += [
-        keras.callbacks.TerminateOnNaN(raise_error=True),
-        keras.callbacks.EarlyStopping(monitor="val_loss", patience=patience),
-        learning_rate_schedule(config, max_minutes),
-        keras.callbacks.TensorBoard(run_dir / runs.LOGS_DIR),
-    ]
-    if keep_epochs:
-        # After the EMA swap, like the checkpoint: the validated weights.
-        callbacks.append(EpochWeights(run_dir))
-    if max_minutes:
-        callbacks.append(TimeLimit(max_minutes * 60))
+    callbacks = _callbacks(run_dir, config, patience, max_minutes, keep_epochs)
     # Last, so that it backs up what the others left: the averaged weights,
     # the epoch's learning rate in the logs, the decision to stop. It saves
     # the best model on the validation loss as the run's model.
@@ -328,6 +288,51 @@ def _train(run_dir, config, state, tf_strategy, patience, max_minutes, keep_epoc
         },
     )
     return run_dir
+
+
+def _tokenizers(run_dir, config, train_en, train_fr):
+    """The run's (source, target) tokenizers: read back, or learned and saved.
+
+    The vocabularies come from the training split only, once per run: a
+    resumed run reuses them. config.json is written after them, so they are
+    whole when it exists.
+    """
+    if (run_dir / CONFIG_FILE).exists():
+        runs.read_config(run_dir, required=())
+        return (
+            SubwordTokenizer.load(run_dir / SOURCE_VOCAB),
+            SubwordTokenizer.load(run_dir / TARGET_VOCAB),
+        )
+    logging.info("Learning the WordPiece vocabularies from %d pairs", len(train_en))
+    tokenizers = []
+    for sentences, folder in ((train_en, SOURCE_VOCAB), (train_fr, TARGET_VOCAB)):
+        tokenizer = SubwordTokenizer.build(
+            sentences, vocab_size=config["vocab_size"], lower_case=True
+        )
+        tokenizer.save(run_dir / folder)
+        tokenizers.append(tokenizer)
+    return tuple(tokenizers)
+
+
+def _callbacks(run_dir, config, patience, max_minutes, keep_epochs):
+    """The callbacks of a training, in their order, before the `RunKeeper`."""
+    callbacks = []
+    if config["ema_momentum"]:
+        # Validation, the checkpoint and the backup see the averaged weights;
+        # the next epoch trains the raw ones again. It must come first.
+        callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
+    callbacks += [
+        keras.callbacks.TerminateOnNaN(raise_error=True),
+        keras.callbacks.EarlyStopping(monitor="val_loss", patience=patience),
+        learning_rate_schedule(config, max_minutes),
+        keras.callbacks.TensorBoard(run_dir / runs.LOGS_DIR),
+    ]
+    if keep_epochs:
+        # After the EMA swap, like the checkpoint: the validated weights.
+        callbacks.append(EpochWeights(run_dir))
+    if max_minutes:
+        callbacks.append(TimeLimit(max_minutes * 60))
+    return callbacks
 
 
 def check_run_dir(run_dir, overwrite=False, config=None):
