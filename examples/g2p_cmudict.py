@@ -246,7 +246,7 @@ def as_dataset(pairs, batch_size, seed):
 # ------------------------------------------------------------------- model
 
 
-def make_attention(kind, units, seed):
+def make_attention(kind, units, seed, sigmoid_noise=1.0, score_bias_init=-1.0):
     if kind == "bahdanau":  # content only: the score sees the keys, not positions
         return BahdanauAttention(units)
     if kind == "luong-general":
@@ -258,7 +258,11 @@ def make_attention(kind, units, seed):
         # the choice probabilities toward 0 or 1, and a negative energy offset
         # r (Raffel et al. 2017), so that hard decoding matches soft.
         return BahdanauMonotonicAttention(
-            units, sigmoid_noise=1.0, score_bias_init=-1.0, mode="parallel", seed=seed
+            units,
+            sigmoid_noise=sigmoid_noise,
+            score_bias_init=score_bias_init,
+            mode="parallel",
+            seed=seed,
         )
     raise ValueError(
         f"Invalid value for argument `attention`. Expected one of {ATTENTIONS}. "
@@ -276,6 +280,8 @@ def build_model(
     units=256,
     dropout=0.2,
     seed=0,
+    sigmoid_noise=1.0,
+    score_bias_init=-1.0,
 ):
     """The teacher-forced training model: `(graphemes, phones_in) → logits`.
 
@@ -299,7 +305,7 @@ def build_model(
     c0 = keras.layers.Dense(units)(keras.layers.Concatenate()([fc, bc]))  # (B, units)
     y = keras.layers.Embedding(num_phones, embedding_dim, mask_zero=True)(phones_in)
     y = keras.layers.Dropout(dropout, seed=seed + 1)(y)  # (B, T, E)
-    layer = make_attention(attention, units, seed)
+    layer = make_attention(attention, units, seed, sigmoid_noise, score_bias_init)
     if attention == "luong-general":
         decoder = LuongDecoder(units, layer, cell_type="lstm")
     else:
@@ -508,6 +514,8 @@ def train(args):
         "max_epochs": args.epochs,
         "steps_per_epoch": args.steps_per_epoch,
         "seed": args.seed,
+        "sigmoid_noise": args.sigmoid_noise,
+        "score_bias_init": args.score_bias_init,
         "quick": args.quick,
     }
     if os.path.exists(config_path):  # resuming: the run keeps its recipe
@@ -544,6 +552,8 @@ def train(args):
         units=args.units,
         dropout=args.dropout,
         seed=args.seed,
+        sigmoid_noise=args.sigmoid_noise,
+        score_bias_init=args.score_bias_init,
     )
     model.compile(
         optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=5.0),
@@ -863,6 +873,18 @@ def parse_args(argv):
         "train-dev-20-21 (tuning, evaluated on train-dev-1-21)",
     )
     p.add_argument("--attention", choices=ATTENTIONS, default="location-sensitive")
+    p.add_argument(
+        "--sigmoid-noise",
+        type=float,
+        default=1.0,
+        help="monotonic: std of the pre-sigmoid noise while training (Raffel et al. 2017)",
+    )
+    p.add_argument(
+        "--score-bias-init",
+        type=float,
+        default=-1.0,
+        help="monotonic: first value of the energy offset r",
+    )
     p.add_argument("--embedding-dim", type=positive_int, default=64)
     p.add_argument("--encoder-units", type=positive_int, default=256, help="per direction")
     p.add_argument("--encoder-layers", type=positive_int, default=2)
