@@ -300,3 +300,67 @@ def test_page_without_static_length_refuses_to_build(tmp_path):
     )
     assert done.returncode == 2
     assert "--source-length" in done.stderr
+
+
+def test_translator_checks_ids_and_text_before_any_model_call(tmp_path):
+    # web/src/translator.js in Node, without a model: the checks an app needs
+    # because the raw signatures check nothing.
+    if shutil.which("node") is None:
+        reason = "no `node` on the PATH"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true: {reason}")
+        pytest.skip(reason)
+    vocab = ["[PAD]", "[UNK]", "[START]", "[END]", "a", "dog", "##s", "run", "."]
+    entry = {"vocab_file": "v.txt", "vocab_size": len(vocab), "lower_case": True}
+    config = {
+        "source": entry,
+        "target": entry,
+        "pad_id": 0,
+        "unk_id": 1,
+        "start_id": 2,
+        "end_id": 3,
+        "suffix_indicator": "##",
+        "max_bytes_per_word": 100,
+        "source_length": 6,
+        "max_source_length": 512,
+        "signatures": {"translate": {"inputs": ["source_ids"], "search": "greedy"}},
+    }
+    request = {
+        "config": config,
+        "source_vocab": vocab,
+        "target_vocab": vocab,
+        "ids": [[4, 5, 6], [], [4, -1], [4, 2.5], [4, 9], [4] * 7],
+        "texts": ["A dogs run.", " \u00a0\t", "a dog " * 4, "A ☃ dog", "a\x00dog"],
+    }
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(request), encoding="utf-8")
+    done = subprocess.run(
+        ["node", str(ROOT / "tests" / "browser" / "translator_checks.mjs"), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    bad_id = "RangeError: Invalid source id {} at position 1: ids must be integers in [0, 9)."
+    assert answer["ids"] == [
+        None,
+        None,
+        bad_id.format(-1),
+        bad_id.format(2.5),
+        bad_id.format(9),
+        "RangeError: The source has 7 ids, more than the model's 6.",
+    ]
+    ok, blank, long, unknown, nul = answer["texts"]
+    assert ok == {"ids": [4, 5, 6, 7, 8], "unknown": []}
+    assert blank == {
+        "kind": "blank",
+        "message": "InputError: Nothing to translate: type an English sentence.",
+    }
+    assert long["kind"] == "too_long"
+    assert long["message"] == (
+        "InputError: Too long: this sentence has 8 subwords and the model reads at most 6 "
+        "(source_length in translator.json). Split it into shorter sentences."
+    )
+    assert unknown == {"ids": [4, 1, 5], "unknown": [["☃", ["☃"], None]]}
+    assert nul["kind"] == "character" and "U+0000 at position 1" in nul["message"]
