@@ -140,3 +140,34 @@ def test_an_empty_memory_gives_zero_context_and_no_weights():
     np.testing.assert_array_equal(np.asarray(context), np.zeros((B, T_Q, D_V)))
     state = layer.initial_attention_state((B, 0))
     assert tuple(state["position"].shape) == (B, K)
+
+
+def test_a_single_step_query_equals_the_first_step_of_the_sequence():
+    queries, value, value_mask, _ = _inputs()
+    layer = _layer(queries, value)
+    context, weights = layer(
+        queries[:, 0], value, value_mask=value_mask, return_attention_scores=True
+    )
+    ref_context, ref_weights, _ = gmm_reference(
+        layer.kernel.numpy(), layer.bias.numpy(), queries[:, :1], value, value_mask=value_mask
+    )
+    assert tuple(weights.shape) == (B, T_V)
+    np.testing.assert_allclose(np.asarray(weights), ref_weights[:, 0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(context), ref_context[:, 0], rtol=1e-5, atol=1e-5)
+
+
+def test_appending_masked_padding_changes_nothing():
+    queries, value, value_mask, _ = _inputs()
+    layer = _layer(queries, value)
+    context, weights = layer(queries, value, value_mask=value_mask, return_attention_scores=True)
+    # Three more positions, masked, holding values that must never be read.
+    padding = np.full((B, 3, D_V), np.nan, "float32")
+    longer = np.concatenate([value, padding], axis=1)
+    longer_mask = np.concatenate([value_mask, np.zeros((B, 3), bool)], axis=1)
+    padded_context, padded_weights = layer(
+        queries, longer, value_mask=longer_mask, return_attention_scores=True
+    )
+    padded_weights = np.asarray(padded_weights)
+    np.testing.assert_array_equal(padded_weights[:, :, T_V:], 0.0)
+    np.testing.assert_allclose(padded_weights[:, :, :T_V], np.asarray(weights), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(padded_context), np.asarray(context), rtol=1e-6)
