@@ -50,12 +50,6 @@ class BahdanauDecoder(BaseDecoder):
     one's own must follow that convention). The built-in GRU and LSTM compute
     the same recurrence faster (the projection of y is taken out of the loop).
 
-    The attention can be stateful (`LocationSensitiveAttention`,
-    `BahdanauMonotonicAttention`, `LuongMonotonicAttention`): its state (the
-    previous weights) travels in the loop, starts from
-    `attention.initial_attention_state(memory, memory_mask)`, and stays as it
-    was at a padded target step.
-
     Args:
         units: size of the recurrent state s. Optional with `cell` (the
             cell's output size).
@@ -66,32 +60,12 @@ class BahdanauDecoder(BaseDecoder):
         conditional: whether to use the two-cell conditional recurrence above
             (built-in cells only).
         seed: ignored (see `BaseDecoder`).
-        cell: a Keras RNN cell used instead of the built-in one (see above).
-            With `training`, the dropout masks of Keras' cells are drawn
-            before the loop, as `keras.layers.RNN` does; a cell of one's own
-            that draws random numbers in its `call` draws them inside the
-            loop, which JAX refuses (`UnexpectedTracerError`).
+        cell: a Keras RNN cell used instead of the built-in one (see above
+            and `BaseDecoder`).
         **kwargs: base layer arguments.
 
-    Call arguments:
-        target_embeddings: (batch, T_dec, d_emb), the embeddings of the decoder
-            inputs (teacher forcing: [START] + target[:-1]).
-        memory: (batch, T_enc, d_h), the encoder outputs.
-        initial_state: optional s_0, (batch, units), or [h_0, c_0] for LSTM;
-            for a `cell`, one tensor per state (its flattened `state_size`);
-            zeros by default.
-        target_embeddings_mask: optional bool (batch, T_dec); masked steps keep
-            the state and give zero outputs and weights. Filled in from an
-            `Embedding(mask_zero=True)` automatically.
-        memory_mask: optional bool (batch, T_enc); filled in from the encoder
-            automatically.
-        training: whether dropout is active.
-
-    Returns:
-        `(outputs, weights, state)`: outputs (batch, T_dec, output_units),
-        weights (batch, T_dec, T_enc), the final state (batch, units) (a list
-        [h, c] for LSTM; for a `cell`, the list of its flattened states, or
-        one tensor for a one-state cell).
+    Call arguments and returns: those of `BaseDecoder` (the stateful
+    attention layers included); the outputs are the deep outputs o_t.
 
     Example with a two-layer stack:
 
@@ -169,23 +143,7 @@ class BahdanauDecoder(BaseDecoder):
     def _cell_extra_dim(self):
         return self.memory_dim  # the context c_t
 
-    def call(
-        self,
-        target_embeddings,
-        memory,
-        initial_state=None,
-        target_embeddings_mask=None,
-        memory_mask=None,
-        training=None,
-    ):
-        prepared = self._sequence_inputs(
-            target_embeddings,
-            memory,
-            initial_state,
-            target_embeddings_mask,
-            memory_mask,
-            training,
-        )
+    def _decode_sequence(self, prepared, memory_mask, training):
         memory = prepared.memory
         processed_keys = prepared.processed_keys
         cell_weights = prepared.cell_weights
@@ -195,23 +153,15 @@ class BahdanauDecoder(BaseDecoder):
         def step(carry, inputs):
             prev = carry["state"]
             prev_attention = carry["attention"]  # the attention's state ({} if none)
+            noise = inputs.get("attention_noise")  # drawn before the loop
+
+            def attend(query, attention_state):
+                return self._attend_step(
+                    query, memory, processed_keys, memory_mask, attention_state, training, noise
+                )
+
             new, context, weights, attention_state = self._recurrence(
-                inputs["x"],
-                prev,
-                prev_attention,
-                lambda query, attention_state: self._attend_step(
-                    query,
-                    memory,
-                    processed_keys,
-                    memory_mask,
-                    attention_state,
-                    training,
-                    # Drawn before the loop.
-                    attention_noise=inputs.get("attention_noise"),
-                ),
-                cell_weights,
-                attended_weights,
-                training,
+                inputs["x"], prev, prev_attention, attend, cell_weights, attended_weights, training
             )
             keep = inputs["mask"][:, None]  # (B, 1)
             new = tuple(ops.where(keep, n, p) for n, p in zip(new, prev, strict=True))

@@ -78,8 +78,38 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
             code and `.keras` files that pass it keep working.
         cell: any Keras RNN cell instead of the built-in one (see
             `BahdanauDecoder` and `LuongDecoder` for what it reads and which
-            of its outputs queries the attention).
+            of its outputs queries the attention). With `training`, the
+            dropout masks of Keras' cells are drawn before the loop, as
+            `keras.layers.RNN` does; a cell of one's own that draws random
+            numbers in its `call` draws them inside the loop, which JAX
+            refuses (`UnexpectedTracerError`).
         **kwargs: base layer arguments.
+
+    The attention can be stateful (`LocationSensitiveAttention`,
+    `BahdanauMonotonicAttention`, `LuongMonotonicAttention`): its state (the
+    previous weights) travels in the loop, starts from
+    `attention.initial_attention_state(memory, memory_mask)`, and stays as it
+    was at a padded target step.
+
+    Call arguments (those of both decoders):
+        target_embeddings: (batch, T_dec, d_emb), the embeddings of the decoder
+            inputs (teacher forcing: [START] + target[:-1]).
+        memory: (batch, T_enc, d_h), the encoder outputs.
+        initial_state: optional s_0, (batch, units), or [h_0, c_0] for LSTM;
+            for a `cell`, one tensor per state (its flattened `state_size`);
+            zeros by default.
+        target_embeddings_mask: optional bool (batch, T_dec); masked steps keep
+            the state and give zero outputs and weights. Filled in from an
+            `Embedding(mask_zero=True)` automatically.
+        memory_mask: optional bool (batch, T_enc); filled in from the encoder
+            automatically.
+        training: whether dropout is active.
+
+    Returns:
+        `(outputs, weights, state)`: outputs (batch, T_dec, output_units)
+        (the subclass says what they are), weights (batch, T_dec, T_enc), the
+        final state (batch, units) (a list [h, c] for LSTM; for a `cell`, the
+        list of its flattened states, or one tensor for a one-state cell).
     """
 
     def __init__(self, units=None, attention=None, cell_type=None, seed=None, cell=None, **kwargs):
@@ -105,20 +135,13 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
     # ---------------------------------------------------------- attention
 
     def _attend_step(
-        self,
-        query,
-        memory,
-        processed_keys,
-        memory_mask,
-        attention_state,
-        training,
-        attention_noise=None,
+        self, query, memory, processed_keys, memory_mask, attention_state, training, noise=None
     ):
         """The attention of one step: `(context, weights, new attention state)`.
 
         attention_state: the layer's state dict (empty for a content-only
-        layer); attention_noise: this step's slice of `step_noise`, drawn
-        before the loop.
+        layer); noise: this step's slice of `step_noise` (`xs["attention_noise"]`),
+        drawn before the loop.
         """
         # The memory was zeroed where masked (`_sequence_inputs`,
         # `get_decode_state`) and the keys projected from it: finite there.
@@ -129,7 +152,7 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
             attention_state,
             value_mask=memory_mask,
             training=training,
-            noise=attention_noise,
+            noise=noise,
             _memory_zeroed=True,
         )
         # An attention layer with another policy (float32 inside a
@@ -184,14 +207,13 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
         target_embeddings_mask,
         memory_mask,
         training=None,
-        attend_in_loop=True,
     ):
         """Checks the inputs of `call` and prepares what the loop reads.
 
         Returns a `_SequenceInputs`. With `training`, the dropout masks of a
         cell given with `cell=` are drawn here too; `call` clears them after
         its loop. The attention's per-step draws (`xs["attention_noise"]`) are
-        made only with `attend_in_loop`.
+        made only when it runs in the loop (`_attends_in_loop`).
         """
         self._check_inputs(
             target_embeddings.shape,
@@ -221,7 +243,7 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
         t_enc = ops.shape(memory)[1]
         self._cell_dropout_masks(batch, self.embedding_dim + self._cell_extra_dim(), training)
         attention_state = self.attention.initial_attention_state(memory, memory_mask)
-        if attend_in_loop:
+        if self._attends_in_loop():
             noise = self.attention.step_noise((steps, batch, t_enc), training)
             if noise is not None:
                 xs["attention_noise"] = noise  # (T, B, ...) leaves
@@ -235,6 +257,28 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
             step_mask=step_mask,
             xs=xs,
         )
+
+    def call(
+        self,
+        target_embeddings,
+        memory,
+        initial_state=None,
+        target_embeddings_mask=None,
+        memory_mask=None,
+        training=None,
+    ):
+        prepared = self._sequence_inputs(
+            target_embeddings, memory, initial_state, target_embeddings_mask, memory_mask, training
+        )
+        return self._decode_sequence(prepared, memory_mask, training)
+
+    def _attends_in_loop(self):
+        """Whether the attention runs inside the recurrence's loop (else after it)."""
+        return True
+
+    def _decode_sequence(self, prepared, memory_mask, training):
+        """`call` after the checks: `(outputs, weights, state)` from a `_SequenceInputs`."""
+        raise NotImplementedError
 
     def _output_dim(self):
         """The size of the per-step output of `call` and `step`."""

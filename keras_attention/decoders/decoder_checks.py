@@ -8,6 +8,7 @@ takes these methods from this class.
 from keras_attention.masking import dims_compatible as _same
 from keras_attention.masking import shape_error as _shape_error
 from keras_attention.masking import shape_str
+from keras_attention.masking import shapes_compatible
 
 
 class DecoderChecks:
@@ -62,12 +63,9 @@ class DecoderChecks:
         ):
             if mask is None:
                 continue
-            shape = tuple(mask.shape)
-            if len(shape) != 2 or not all(
-                _same(a, b) for a, b in zip(shape, expected, strict=True)
-            ):
+            if not shapes_compatible(mask.shape, expected):
                 symbols = "(batch, T_dec)" if name.startswith("target") else ("(batch, T_enc)")
-                raise _shape_error(name, f"{symbols}={shape_str(expected)}", shape)
+                raise _shape_error(name, f"{symbols}={shape_str(expected)}", tuple(mask.shape))
 
     def _check_built(self, method):
         """`get_decode_state` and `step` need the weights that `build` makes."""

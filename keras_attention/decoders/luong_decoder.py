@@ -33,12 +33,9 @@ class LuongDecoder(BaseDecoder):
     The built-in GRU and LSTM compute the same recurrence faster (the
     projection of y is taken out of the loop).
 
-    The attention can be stateful (`LocationSensitiveAttention`,
-    `BahdanauMonotonicAttention`, `LuongMonotonicAttention`): its state (the
-    previous weights) travels in the loop, starts from
-    `attention.initial_attention_state(memory, memory_mask)`, and stays as it
-    was at a padded target step. Without input feeding it then runs step by
-    step in the loop too (its weights depend on the previous ones).
+    With a stateful attention (`BaseDecoder`) and without input feeding, the
+    attention runs step by step after the recurrence (its weights depend on
+    the previous ones).
 
     Args:
         units: size of the recurrent state s. Optional with `cell` (the
@@ -49,29 +46,12 @@ class LuongDecoder(BaseDecoder):
         input_feeding: feed h̃_{t-1} to the cell. Defaults to True.
         output_units: size of h̃; defaults to `units`.
         seed: ignored (see `BaseDecoder`).
-        cell: a Keras RNN cell used instead of the built-in one (see above).
-            With `training`, the dropout masks of Keras' cells are drawn
-            before the loop, as `keras.layers.RNN` does; a cell of one's own
-            that draws random numbers in its `call` draws them inside the
-            loop, which JAX refuses (`UnexpectedTracerError`).
+        cell: a Keras RNN cell used instead of the built-in one (see above
+            and `BaseDecoder`).
         **kwargs: base layer arguments.
 
-    Call arguments:
-        target_embeddings: (batch, T_dec, d_emb) decoder input embeddings.
-        memory: (batch, T_enc, d_h) encoder outputs.
-        initial_state: optional (batch, units), or [h_0, c_0] for LSTM; for a
-            `cell`, one tensor per state (its flattened `state_size`).
-        target_embeddings_mask: optional bool (batch, T_dec); filled in from
-            `Embedding(mask_zero=True)` automatically.
-        memory_mask: optional bool (batch, T_enc); filled in from the encoder
-            automatically.
-        training: whether dropout is active.
-
-    Returns:
-        `(outputs, weights, state)`: h̃ (batch, T_dec, output_units), weights
-        (batch, T_dec, T_enc), the final state (batch, units) (a list [h, c]
-        for LSTM; for a `cell`, the list of its flattened states, or one
-        tensor for a one-state cell).
+    Call arguments and returns: those of `BaseDecoder` (the stateful
+    attention layers included); the outputs are h̃_t.
 
     Example with a location-sensitive attention:
 
@@ -135,28 +115,15 @@ class LuongDecoder(BaseDecoder):
     def _combine(self, context, state):
         return self.attentional(ops.concatenate([context, state], axis=-1))
 
-    def call(
-        self,
-        target_embeddings,
-        memory,
-        initial_state=None,
-        target_embeddings_mask=None,
-        memory_mask=None,
-        training=None,
-    ):
+    def _attends_in_loop(self):
         # Without input feeding the recurrence never reads the attention: it
         # runs alone, and the attention's own sequence form runs after it (in
         # parallel for a content-only layer, step by step for a stateful one).
-        parallel = not self.input_feeding
-        prepared = self._sequence_inputs(
-            target_embeddings,
-            memory,
-            initial_state,
-            target_embeddings_mask,
-            memory_mask,
-            training,
-            attend_in_loop=not parallel,
-        )
+        return self.input_feeding
+
+    def _decode_sequence(self, prepared, memory_mask, training):
+        if not self.input_feeding:
+            return self._call_without_input_feeding(prepared, memory_mask, training)
         memory = prepared.memory
         processed_keys = prepared.processed_keys
         cell_weights = prepared.cell_weights
@@ -164,24 +131,15 @@ class LuongDecoder(BaseDecoder):
         batch, t_enc = ops.shape(memory)[0], ops.shape(memory)[1]
         keep_steps = ops.cast(prepared.step_mask, dtype)[:, :, None]  # (B, T, 1)
 
-        if parallel:
-            return self._call_without_input_feeding(prepared, memory_mask, training)
-
         def step(carry, inputs):
             prev = carry["state"]
             prev_attention = carry["attention"]  # the attention's state ({} if none)
             feed = carry["outputs"] if self.input_feeding else None  # h̃_{t-1}
             output, new = self._cell_step(inputs["x"], feed, prev, cell_weights, training)
+            noise = inputs.get("attention_noise")  # drawn before the loop
             context, weights, attention_state = self._attend_step(
-                output,  # query = s_t
-                memory,
-                processed_keys,
-                memory_mask,
-                prev_attention,
-                training,
-                # Drawn before the loop.
-                attention_noise=inputs.get("attention_noise"),
-            )
+                output, memory, processed_keys, memory_mask, prev_attention, training, noise
+            )  # query = s_t
             attentional = self._combine(context, output)  # h̃_t
             keep = inputs["mask"][:, None]
             new = tuple(ops.where(keep, n, p) for n, p in zip(new, prev, strict=True))
