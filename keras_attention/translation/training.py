@@ -157,7 +157,7 @@ def train_run(
             run and not `overwrite`.
         NotADirectoryError: `run_dir` is a file.
 
-        Nothing in the folder is changed when one of these is raised.
+    Nothing in the folder is changed when one of these is raised.
     """
     check_options(preset, attention, max_minutes, strategy, overrides)
     tf_strategy = distribute.make_strategy(strategy)
@@ -379,7 +379,8 @@ def prepare_run_dir(run_dir, overwrite=False, config=None):
             unfinished run's `config.json`; None: not compared.
 
     Raises:
-        The errors of `train_run` about the folder.
+        keras_attention.translation.runs.RunFolderError: as in `train_run`.
+        keras_attention.translation.runs.CorruptRunError: as in `train_run`.
     """
     run_dir = Path(run_dir)
     status = check_run_dir(run_dir, overwrite, config)
