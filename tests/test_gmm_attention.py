@@ -171,3 +171,37 @@ def test_appending_masked_padding_changes_nothing():
     np.testing.assert_array_equal(padded_weights[:, :, T_V:], 0.0)
     np.testing.assert_allclose(padded_weights[:, :, :T_V], np.asarray(weights), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(padded_context), np.asarray(context), rtol=1e-6)
+
+
+class _OnlyWeights(GMMAttention):
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        return super().step_weights(query, processed_keys, state, value_mask, training, noise)[0]
+
+
+class _StateWithoutPosition(GMMAttention):
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        weights, _ = super().step_weights(query, processed_keys, state, value_mask, training, noise)
+        return weights, {"kappa": state["position"]}
+
+
+class _StateOfAnotherShape(GMMAttention):
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        weights, new = super().step_weights(
+            query, processed_keys, state, value_mask, training, noise
+        )
+        return weights, {"position": new["position"][:, :, None]}
+
+
+@pytest.mark.parametrize(
+    "cls, message",
+    [
+        (_OnlyWeights, r"_OnlyWeights.step_weights must return a pair `\(weights, new_state\)`"),
+        (_StateWithoutPosition, r"keys \['position'\].*Received: \['kappa'\]"),
+        (_StateOfAnotherShape, r"new state entry 'position'.*\(2, 2, 1\)"),
+    ],
+)
+def test_a_step_weights_that_breaks_the_contract_is_named(cls, message):
+    queries = np.ones((2, 3, 4), "float32")
+    memory = np.ones((2, 5, 6), "float32")
+    with pytest.raises(ValueError, match=message):
+        cls(2)(queries, memory)

@@ -49,8 +49,9 @@ class BaseAttention(keras.layers.Layer):
     - `build_score(query_dim, key_dim)`: creates the weights;
     - `step_weights(query, processed_keys, state, value_mask, training,
       noise)`: query (batch, d_q) → `(weights (batch, T_v), new_state)`, the
-      weights zero at masked keys (a masked softmax does it) and summing to at
-      most 1, the new state a dict with the keys of the old one;
+      weights non-negative and zero at masked keys (a masked softmax gives
+      both and a sum of 1; Graves' GMM weights need not sum to 1), the new
+      state a dict with the keys of the old one, each entry of its shape;
 
     and may override:
 
@@ -348,10 +349,8 @@ class BaseAttention(keras.layers.Layer):
             key: self._masked_state(ops.cast(attention_state[key], self.state_dtype), value_mask)
             for key in self.attention_state_keys
         }
-        weights, new_state = self.step_weights(
-            query, processed_keys, state, value_mask, training, noise
-        )  # (B, T_v)
-        self._check_step_weights(weights, value.shape)
+        returned = self.step_weights(query, processed_keys, state, value_mask, training, noise)
+        weights, new_state = self._check_step_weights(returned, state, value.shape)  # (B, T_v)
         weights = ops.cast(weights, dtype)
         context = ops.einsum("bv,bvd->bd", weights, value)  # (B, d_v)
         if query_mask is not None:
@@ -380,9 +379,38 @@ class BaseAttention(keras.layers.Layer):
         self._check_processed_keys(processed_keys, value.shape)
         self._check_masks(query.shape, value.shape, query_mask, value_mask)
 
-    def _check_step_weights(self, weights, value_shape):
-        name = f"the weights returned by {type(self).__name__}.step_weights"
-        self._check_per_key(name, weights, value_shape, "one weight per key")
+    def _check_step_weights(self, returned, state, value_shape):
+        """What `step_weights` returned: `(weights (B, T_v), new state)`, checked."""
+        method = f"{type(self).__name__}.step_weights"
+        if not isinstance(returned, (tuple, list)) or len(returned) != 2:
+            raise ValueError(
+                f"{method} must return a pair `(weights, new_state)`: the weights "
+                "(batch, T_v) and the new attention state dict (an empty dict "
+                f"without state). Received: {type(returned).__name__}"
+                + (f" of length {len(returned)}" if isinstance(returned, (tuple, list)) else "")
+            )
+        weights, new_state = returned
+        self._check_per_key(
+            f"the weights returned by {method}", weights, value_shape, "one weight per key"
+        )
+        keys = sorted(self.attention_state_keys)
+        if not isinstance(new_state, dict) or sorted(new_state) != keys:
+            received = (
+                sorted(new_state) if isinstance(new_state, dict) else type(new_state).__name__
+            )
+            raise ValueError(
+                f"{method} must return the new state as a dict with the keys {keys} "
+                f"(`attention_state_keys`). Received: {received}"
+            )
+        for key in keys:
+            old, new = tuple(state[key].shape), tuple(new_state[key].shape)
+            if not shapes_compatible(new, old):
+                raise _arg_error(
+                    f"the new state entry '{key}' returned by {method}",
+                    f"the shape of the state it replaces, {shape_str(old)}",
+                    new,
+                )
+        return weights, new_state
 
     def attend_sequence(
         self,
