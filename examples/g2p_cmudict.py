@@ -521,6 +521,9 @@ def train(args):
     if os.path.exists(config_path):  # resuming: the run keeps its recipe
         with open(config_path) as f:
             saved = json.load(f)
+        # Runs saved before the monotonic options existed used their defaults.
+        saved.setdefault("sigmoid_noise", 1.0)
+        saved.setdefault("score_bias_init", -1.0)
         if saved != config:
             changed = sorted(k for k in config if saved.get(k) != config[k])
             raise SystemExit(
