@@ -294,7 +294,11 @@ class ModelGraph:
                 f"{model.name!r}; a generator reads the decoder's call in the model's "
                 "own graph." + HOW
             )
-        decoder = decoders[0]
+        self._read_attentional(decoders[0])
+
+    def _read_attentional(self, decoder):
+        """A model whose decoder is a `BahdanauDecoder` or `LuongDecoder`."""
+        graph, model = self.graph, self.graph.model
         calls = graph.calls_of(decoder.name)
         if len(calls) != 1:
             raise ValueError(
