@@ -97,6 +97,12 @@ class Translator(tf.Module):
 
     # ------------------------------------------------------------ pieces
 
+    def _source_vocabulary_size(self):
+        """The source tokenizer's vocabulary, or without one the model's own."""
+        if self.source_tokenizer is not None:
+            return self.source_tokenizer.vocab_size
+        return self.generator.source_vocabulary_size
+
     def source_ids(self, source_ids, name="source_ids"):
         """`source_ids` as an int32 tensor, checked before the cast.
 
@@ -118,7 +124,7 @@ class Translator(tf.Module):
                 )
             if source_ids.dtype == tf.int32:
                 return source_ids
-            size = tf.cast(self.source_tokenizer.vocab_size, source_ids.dtype)
+            size = tf.cast(self._source_vocabulary_size(), source_ids.dtype)
             checks = [
                 tf.debugging.assert_non_negative(source_ids, message=f"{name}: negative id"),
                 tf.debugging.assert_less(
@@ -133,7 +139,7 @@ class Translator(tf.Module):
                 f"Invalid dtype for `{name}`: token ids must be integers; casting "
                 f"{values.dtype} ids would change them silently. Received: {values.dtype}"
             )
-        size = self.source_tokenizer.vocab_size
+        size = self._source_vocabulary_size()
         bad = (values < 0) | (values >= size)
         if bad.any():
             position = tuple(int(i) for i in np.argwhere(bad)[0])
