@@ -123,8 +123,12 @@ def test_head_keeps_the_first_pairs_aligned():
     split = data.ParallelSplit(en=["a", "b", "c"], fr=["x", "y", "z"], stats=stats)
     first = split.head(2)
     assert (first.en, first.fr, first.stats) == (["a", "b"], ["x", "y"], stats)
-    assert split.head(None) is split and split.head(0) is split
+    assert split.head(None) is split
     assert split.head(10).en == ["a", "b", "c"]
+    # 0 used to mean "all pairs": now a count must be positive (or None).
+    for n in (0, -1):
+        with pytest.raises(ValueError, match="`n`"):
+            split.head(n)
 
 
 def test_mismatched_line_counts_raise_with_both_files_and_counts(tmp_path):
