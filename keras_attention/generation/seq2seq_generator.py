@@ -396,19 +396,23 @@ class Seq2SeqGenerator:
         `empty_columns=False` keeps one (zero) attention column for an empty
         source instead of none: a TFLite model cannot return an empty tensor.
         """
+        return self._search(greedy_search, source, max_length, empty_columns)
+
+    def _search(self, search, source, max_length, empty_columns, **options):
+        """Encodes `source` and runs `search` (greedy or beam) from START."""
         length = ops.shape(source)[1]
         state, mask = self.encode(_at_least_one_position(source))
         batch = ops.shape(mask)[0]
         start = ops.full((batch,), self.start_id, dtype="int32")
-        source_length = ops.shape(mask)[1]
-        result = greedy_search(
+        result = search(
             self.step,
             state,
             start,
             self.end_id,
             self.resolve_max_length(length, max_length),
-            source_length,
+            ops.shape(mask)[1],
             source_mask=mask,
+            **options,
         )
         if empty_columns:
             result["attention"] = result["attention"][:, :, :length]  # (B, L, S)
@@ -425,26 +429,15 @@ class Seq2SeqGenerator:
     ):
         """Beam search as traced code; see `beam` and `greedy_graph`."""
         beam_width = check_beam_width(beam_width, self.target_vocabulary_size)
-        length = ops.shape(source)[1]
-        state, mask = self.encode(_at_least_one_position(source))
-        batch = ops.shape(mask)[0]
-        start = ops.full((batch,), self.start_id, dtype="int32")
-        source_length = ops.shape(mask)[1]
-        result = beam_search(
-            self.step,
-            state,
-            start,
-            self.end_id,
-            self.resolve_max_length(length, max_length),
-            source_length,
+        return self._search(
+            beam_search,
+            source,
+            max_length,
+            empty_columns,
             beam_width=beam_width,
             length_penalty=length_penalty,
             coverage_penalty=coverage_penalty,
-            source_mask=mask,
         )
-        if empty_columns:
-            result["attention"] = result["attention"][:, :, :length]  # (B, L, S)
-        return result
 
     def greedy(self, source, max_length=None):
         """Greedy decoding of a batch.
