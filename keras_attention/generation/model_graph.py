@@ -172,33 +172,27 @@ class FunctionalGraph:
         """Every tensor `call` reads."""
         return flat_refs(self.calls.get(call, ([], {})))
 
-    def inputs_reached(self, ref):
-        """Indices of the model inputs that the tensor `ref` depends on."""
-        inputs = {r: i for i, r in enumerate(self.inputs)}
-        reached, seen, stack = set(), set(), [ref]
-        while stack:
-            r = stack.pop()
-            if r in inputs:
-                reached.add(inputs[r])
-                continue
-            if r.call in seen:
-                continue
-            seen.add(r.call)
-            stack.extend(self.input_refs(r.call))
-        return reached
-
-    def reaches(self, ref, target):
-        """Whether the tensor `ref` depends on the tensor `target`."""
+    def upstream(self, ref, stop=()):
+        """The tensors that `ref` depends on, `ref` first, walking back one call
+        at a time and not past the tensors in `stop`; lazily, so a caller may
+        stop early. A tensor read by several calls may come more than once."""
         seen, stack = set(), [ref]
         while stack:
             r = stack.pop()
-            if r == target:
-                return True
-            if r.call in seen:
+            yield r
+            if r in stop or r.call in seen:
                 continue
             seen.add(r.call)
             stack.extend(self.input_refs(r.call))
-        return False
+
+    def inputs_reached(self, ref):
+        """Indices of the model inputs that the tensor `ref` depends on."""
+        inputs = {r: i for i, r in enumerate(self.inputs)}
+        return {inputs[r] for r in self.upstream(ref, stop=inputs) if r in inputs}
+
+    def reaches(self, ref, target):
+        """Whether the tensor `ref` depends on the tensor `target`."""
+        return any(r == target for r in self.upstream(ref))
 
     # ---------------------------------------------------------- rebuilding
 

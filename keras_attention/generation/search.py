@@ -15,6 +15,31 @@ unnormalized scores of the next token; `attention` `(rows, S)` the attention
 weights of this step; `new_state` the structure, dtypes and shapes of
 `state`. The log-softmax runs in float32 whatever the step's dtype.
 
+Arguments of both searches:
+
+- `step_fn`: the step function above.
+- `initial_state`: the decoder state before the first step, a nested
+  structure of tensors with a leading batch dimension.
+- `start_tokens`: int32 `(batch,)`, the first input token of each sequence.
+  Its length gives the (possibly dynamic) batch size.
+- `end_token`: int, the END token id (Python int or scalar tensor).
+- `max_length`: int, the most output tokens per sequence, END included
+  (Python int or scalar tensor; a Python int on JAX).
+- `source_length`: int, `S`, the length of the attention weights (Python
+  int or scalar tensor, may be dynamic on TensorFlow).
+- `source_mask`: optional bool `(batch, S)`, True on the real source
+  positions. An entry without any (an empty source) is finished before the
+  first step: its output is empty (length 0, log-prob 0).
+
+Both return a dict of float32 and int32 tensors for the best output of each
+batch entry: `tokens` int32 `(batch, max_length)`, END included, then 0
+(padding); `scores` `(batch,)`, its ranking score; `log_probs` `(batch,)`,
+the sum of its tokens' log-probabilities up to and including END; `lengths`
+int32 `(batch,)`, its number of tokens, END included (`max_length` when END
+never came); `attention` `(batch, max_length, S)`, the attention weights of
+each of its tokens, zeros after END. Each loop stops as soon as every
+sequence (every hypothesis) has emitted END.
+
 Beam layout: the batch is tiled batch-major, entry `b` occupying the rows
 `b * K .. b * K + K - 1` of every `(B * K, ...)` tensor (B the batch size, K
 the beam width). Every hypothesis carries its own token and attention history,
@@ -53,35 +78,9 @@ def greedy_search(
 ):
     """Decodes by taking the most probable token at every step.
 
-    Args:
-        step_fn: callable `step_fn(tokens, state) -> (logits, attention,
-            new_state)` (see the module docstring), called on `batch` rows.
-        initial_state: the decoder state before the first step.
-        start_tokens: int32 `(batch,)`, the first input token of each
-            sequence. Its length gives the (possibly dynamic) batch size.
-        end_token: int, the END token id (Python int or scalar tensor).
-        max_length: int, the most output tokens per sequence, END included
-            (Python int or scalar tensor; a Python int on JAX).
-        source_length: int, `S`, the length of the attention weights
-            (Python int or scalar tensor, may be dynamic on TensorFlow).
-        source_mask: optional bool `(batch, S)`, True on real source
-            positions. A row without any (an empty source) is finished before
-            the first step: its output is empty (length 0, log-prob 0).
-
-    Returns:
-        A dict of tensors:
-        - `tokens`: int32 `(batch, max_length)`, the output tokens, END
-          included, then 0 (padding).
-        - `scores`: float32 `(batch,)`, the same as `log_probs` (greedy
-          decoding ranks nothing).
-        - `log_probs`: float32 `(batch,)`, the sum of the tokens'
-          log-probabilities up to and including END.
-        - `lengths`: int32 `(batch,)`, the number of tokens, END included
-          (`max_length` when END never came).
-        - `attention`: float32 `(batch, max_length, S)`, the attention
-          weights of each output token; zeros after END.
-
-    The loop stops as soon as every sequence has emitted END.
+    The arguments and the returned dict are those the module docstring
+    describes; `step_fn` is called on `batch` rows, and `scores` equals
+    `log_probs` (greedy decoding ranks nothing).
     """
     start_tokens = ops.cast(ops.convert_to_tensor(start_tokens), "int32")
     batch_size = ops.shape(start_tokens)[0]
@@ -171,39 +170,27 @@ def beam_search(
     loop stops when every hypothesis of every batch entry has finished (or
     at `max_length`).
 
+    It stays one function of about 180 lines, most of them the loop's body:
+    `ranking_score`, `cond` and `body` are closures over the constants of one
+    search (the beam width, the penalties, the coverage mask, the entries'
+    row offsets), which split-out functions would each have to take again.
+
     Args:
-        step_fn: callable `step_fn(tokens, state) -> (logits, attention,
-            new_state)` (see the module docstring), called on `batch *
-            beam_width` rows.
-        initial_state: a nested structure of tensors with a leading batch
-            dimension: the decoder state before the first step. The search
-            repeats each entry `beam_width` times.
-        start_tokens: int32 `(batch,)`, the first input token of each
-            sequence. Its length gives the (possibly dynamic) batch size.
-        end_token: int, the END token id (Python int or scalar tensor).
-        max_length: int, the most output tokens per sequence, END included
-            (Python int or scalar tensor; a Python int on JAX).
-        source_length: int, `S`, the length of the attention weights
-            (Python int or scalar tensor, may be dynamic on TensorFlow).
+        step_fn, initial_state, start_tokens, end_token, max_length,
+            source_length, source_mask: as the module docstring describes.
+            `step_fn` is called on `batch * beam_width` rows; the search
+            repeats each entry of `initial_state` `beam_width` times;
+            `source_mask` gives the positions the coverage penalty counts.
         beam_width: Python int, `K`, the number of hypotheses kept, at most
             `search_defaults.MAX_BEAM_WIDTH`. It shapes the graph (reshapes,
             top-k), so it cannot be a tensor.
         length_penalty: float, the GNMT `alpha`; 0 disables it.
         coverage_penalty: float, the GNMT `beta`; 0 disables it.
-        source_mask: optional bool `(batch, S)`, True on the real source
-            positions, the ones the coverage penalty counts. An entry without
-            any (an empty source) is finished before the first step: its
-            output is empty (length 0, log-prob 0).
 
     Returns:
-        A dict of tensors, the best hypothesis of each batch entry first:
-        - `tokens`: int32 `(batch, max_length)`, the best hypothesis, END
-          included, then 0 (padding).
-        - `scores`: float32 `(batch,)`, its ranking score `s(Y, X)`.
-        - `log_probs`: float32 `(batch,)`, its sum of log-probabilities.
-        - `lengths`: int32 `(batch,)`, its number of tokens, END included.
-        - `attention`: float32 `(batch, max_length, S)`, the attention
-          weights of each of its tokens; zeros after END.
+        The dict the module docstring describes, for the best hypothesis of
+        each batch entry (`scores` its ranking score `s(Y, X)`), and two more
+        entries:
         - `all_tokens`: int32 `(batch, beam_width, max_length)`, every
           hypothesis of the final beam, best first.
         - `all_scores`: float32 `(batch, beam_width)`, their scores, sorted
