@@ -9,7 +9,6 @@ import keras
 from keras import ops
 
 from keras_attention.decoders.base_decoder import BaseDecoder
-from keras_attention.loops import scan
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -148,7 +147,6 @@ class BahdanauDecoder(BaseDecoder):
         processed_keys = prepared.processed_keys
         cell_weights = prepared.cell_weights
         attended_weights = self._attended_cell_weights()
-        dtype = self.compute_dtype
 
         def step(carry, inputs):
             prev = carry["state"]
@@ -174,15 +172,9 @@ class BahdanauDecoder(BaseDecoder):
             carry["attention"] = self._keep_attention_state(keep, attention_state, prev_attention)
             return carry, carry
 
-        batch, t_enc = ops.shape(memory)[0], ops.shape(memory)[1]
-        init = {
-            "state": prepared.state,
-            "context": ops.zeros((batch, self.memory_dim), dtype=dtype),
-            "weights": ops.zeros((batch, t_enc), dtype=dtype),
-        }
-        init["attention"] = prepared.attention_state  # (B, ...) each; {} if none
-        last, stacked = scan(step, init, prepared.xs)
-        self._reset_cell_dropout_masks()
+        batch = ops.shape(memory)[0]
+        context = ops.zeros((batch, self.memory_dim), dtype=self.compute_dtype)
+        last, stacked = self._scan_steps(step, prepared, {"context": context})
         # s_t: the cell's output, held in its output state.
         states = ops.transpose(stacked["state"][self._output_state], (1, 0, 2))  # (B, T, units)
         contexts = ops.transpose(stacked["context"], (1, 0, 2))  # (B, T, d_h)

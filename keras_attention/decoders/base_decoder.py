@@ -24,6 +24,7 @@ from keras_attention.decoders.cell_machinery import CellMachinery
 from keras_attention.decoders.cell_machinery import cell_arguments
 from keras_attention.decoders.cell_machinery import deserialize_cell
 from keras_attention.decoders.decoder_checks import DecoderChecks
+from keras_attention.loops import scan
 from keras_attention.masking import shape_error as _shape_error
 from keras_attention.masking import zero_masked
 
@@ -275,6 +276,22 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
     def _attends_in_loop(self):
         """Whether the attention runs inside the recurrence's loop (else after it)."""
         return True
+
+    def _scan_steps(self, step, prepared, init):
+        """`scan(step, carry, prepared.xs)`: `(last carry, stacked carries)`.
+
+        The carry starts as `init` with the decoder state and, where the
+        attention runs in the loop, its state and zero weights (B, T_enc).
+        The cell's dropout masks, drawn for this loop, are cleared after it.
+        """
+        init = {"state": prepared.state, **init}
+        if self._attends_in_loop():
+            memory_shape = ops.shape(prepared.memory)
+            init["weights"] = ops.zeros(memory_shape[:2], dtype=self.compute_dtype)
+            init["attention"] = prepared.attention_state  # (B, ...) each; {} if none
+        last, stacked = scan(step, init, prepared.xs)
+        self._reset_cell_dropout_masks()
+        return last, stacked
 
     def _decode_sequence(self, prepared, memory_mask, training):
         """`call` after the checks: `(outputs, weights, state)` from a `_SequenceInputs`."""

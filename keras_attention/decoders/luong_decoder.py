@@ -4,7 +4,6 @@ import keras
 from keras import ops
 
 from keras_attention.decoders.base_decoder import BaseDecoder
-from keras_attention.loops import scan
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -128,7 +127,7 @@ class LuongDecoder(BaseDecoder):
         processed_keys = prepared.processed_keys
         cell_weights = prepared.cell_weights
         dtype = self.compute_dtype
-        batch, t_enc = ops.shape(memory)[0], ops.shape(memory)[1]
+        batch = ops.shape(memory)[0]
         keep_steps = ops.cast(prepared.step_mask, dtype)[:, :, None]  # (B, T, 1)
 
         def step(carry, inputs):
@@ -152,14 +151,8 @@ class LuongDecoder(BaseDecoder):
             carry["attention"] = self._keep_attention_state(keep, attention_state, prev_attention)
             return carry, carry
 
-        init = {
-            "state": prepared.state,
-            "outputs": ops.zeros((batch, self.attentional_units), dtype=dtype),
-            "weights": ops.zeros((batch, t_enc), dtype=dtype),
-        }
-        init["attention"] = prepared.attention_state  # (B, ...) each; {} if none
-        last, stacked = scan(step, init, prepared.xs)
-        self._reset_cell_dropout_masks()
+        feed = ops.zeros((batch, self.attentional_units), dtype=dtype)  # h̃_0
+        last, stacked = self._scan_steps(step, prepared, {"outputs": feed})
         outputs = ops.transpose(stacked["outputs"], (1, 0, 2))  # (B, T, units)
         weights = ops.transpose(stacked["weights"], (1, 0, 2))  # (B, T, T_enc)
         return outputs * keep_steps, weights, self._state_output(last["state"])
@@ -186,11 +179,10 @@ class LuongDecoder(BaseDecoder):
                 carry["output"] = output  # s_t; for Keras' cells also a state
             return carry, carry
 
-        init = {"state": prepared.state}
+        init = {}
         if not self._builtin_cell:
             init["output"] = ops.zeros((batch, self.units), dtype=dtype)
-        last, stacked = scan(recur, init, prepared.xs)
-        self._reset_cell_dropout_masks()
+        last, stacked = self._scan_steps(recur, prepared, init)
         queries = stacked["output"] if not self._builtin_cell else stacked["state"][0]
         states = ops.transpose(queries, (1, 0, 2))  # (B, T, units)
         contexts, weights = self._attend_sequence(
