@@ -1,8 +1,9 @@
 """Exporting a `Seq2SeqGenerator`: a SavedModel for servers, builtin-only TFLite
 for phones, and the operator listing that checks a `.tflite` file.
 
-Needs TensorFlow (the converter and the SavedModel format); listing operators
-needs `ai-edge-litert`.
+Needs TensorFlow (the converter and the SavedModel format), with Keras on its
+TensorFlow backend: on another the exports raise `BackendError` at once.
+Listing operators needs `ai-edge-litert`.
 """
 
 try:
@@ -13,6 +14,7 @@ except ImportError as error:
         "TFLite converter): pip install keras-attention[tensorflow]"
     ) from error
 
+from keras_attention.export.backend import BackendError
 from keras_attention.export.operators import non_builtin_operators
 from keras_attention.export.operators import tflite_operators
 from keras_attention.export.operators import tflite_subgraph_operators
@@ -24,6 +26,7 @@ from keras_attention.export.tflite import convert
 from keras_attention.export.tflite import export_tflite
 
 __all__ = [
+    "BackendError",
     "QUANTIZATIONS",
     "LiteGenerator",
     "ServingGenerator",

@@ -23,6 +23,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from keras_attention.export.backend import check_tensorflow_backend
 from keras_attention.export.operators import non_builtin_operators
 from keras_attention.generation.search_defaults import COVERAGE_PENALTY
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
@@ -139,6 +140,7 @@ class LiteGenerator(tf.Module):
         names=None,
         source_length=None,
     ):
+        check_tensorflow_backend("TFLite export")
         super().__init__(name="lite_generator")
         names = dict(names or {})
         if beam_width is not None:
@@ -153,64 +155,25 @@ class LiteGenerator(tf.Module):
         self.names = {n: names.get(n, n) for n in ("generate", "encode", "decode_step")}
         self.names["generate_beam"] = names.get("generate_beam", "generate_beam")
         self.source_name = names.get("source", "source")
-        spec = source_signature(generator, source_spec, self.source_name, source_length)
-        self.source_spec = spec
+        self.source_spec = source_signature(generator, source_spec, self.source_name, source_length)
         self.source_length = source_length
-        limit = generator.max_source_length
-
-        def bounded(source):
-            return source[:, :limit]  # (1, min(S, max_source_length), ...)
-
-        def bound(source):
-            # A padded static source: the default bound counts its real
-            # positions, as Keras counts the unpadded source's.
-            if max_length is None and source_length is not None:
-                return generator.resolve_max_length(real_length(source), None)
-            return max_length
-
-        # With a static source, the outputs get static shapes too (LiteRT.js
-        # allocates outputs from the model's shapes and fails on a dynamic
-        # one): rows up to the largest bound, zero past the real one.
-        rows = None
-        if source_length is not None:
-            rows = max_length or generator.resolve_max_length(source_length, None)
-
-        def static_rows(result, keys):
-            if rows is None:
-                return {k: result[k] for k in keys}
-            out = {k: result[k] for k in keys}
-            for k in ("tokens", "attention"):
-                value = result[k]  # (1, L) or (1, L, N), L <= rows
-                zeros = tf.zeros([1, rows, *value.shape[2:]], value.dtype)
-                padded = tf.concat([value, zeros], axis=1)[:, :rows]
-                out[k] = tf.reshape(padded, [1, rows, *value.shape[2:]])  # static
-            return out
-
-        def generate(source):
-            source = bounded(source)
-            result = generator.greedy_graph(source, max_length=bound(source), empty_columns=False)
-            return static_rows(result, GENERATE_OUTPUTS)
-
-        def generate_beam(source):
-            source = bounded(source)
-            result = generator.beam_graph(
-                source,
-                beam_width=beam_width,
-                length_penalty=length_penalty,
-                coverage_penalty=coverage_penalty,
-                max_length=bound(source),
-                empty_columns=False,
+        self._trace(
+            _search_functions(
+                generator, max_length, beam_width, length_penalty, coverage_penalty, source_length
             )
-            return static_rows(result, (*GENERATE_OUTPUTS, "scores"))
+        )
+        check_captured_variables(self.concrete_functions(), [], generator)
+        outputs = self.decode_step.structured_outputs
+        self.recurrent_names = sorted(set(outputs) - {"logits", "attention"})
 
-        def encode(source):
-            state, _ = generator.encode(_at_least_one_position(bounded(source)))
-            return dict(state)
-
-        frozen = [(v, tf.constant(v.numpy())) for v in generator.variables()]
+    def _trace(self, functions):
+        """Traces the signatures from `_search_functions`, and `decode_step`,
+        with every variable of the generator read as a constant of its value."""
+        spec = self.source_spec
+        frozen = [(v, tf.constant(v.numpy())) for v in self.generator.variables()]
         with keras.StatelessScope(state_mapping=frozen):
-            self.generate = _concrete(generate, self.names["generate"], [spec])
-            self.encode = _concrete(encode, self.names["encode"], [spec])
+            self.generate = _concrete(functions["generate"], self.names["generate"], [spec])
+            self.encode = _concrete(functions["encode"], self.names["encode"], [spec])
             state_specs = self.encode.structured_outputs
             self.state_names = sorted(state_specs)
             step_specs = [tf.TensorSpec([1], tf.int32, name="token")] + [
@@ -218,16 +181,15 @@ class LiteGenerator(tf.Module):
                 for k in self.state_names
             ]
             self.decode_step = _concrete(
-                _decode_step_fn(generator, self.state_names),
+                _decode_step_fn(self.generator, self.state_names),
                 self.names["decode_step"],
                 step_specs,
             )
             self.generate_beam = None
-            if beam_width is not None:
-                self.generate_beam = _concrete(generate_beam, self.names["generate_beam"], [spec])
-        check_captured_variables(self.concrete_functions(), [], generator)
-        outputs = self.decode_step.structured_outputs
-        self.recurrent_names = sorted(set(outputs) - {"logits", "attention"})
+            if self.beam_width is not None:
+                self.generate_beam = _concrete(
+                    functions["generate_beam"], self.names["generate_beam"], [spec]
+                )
 
     def concrete_functions(self):
         """The functions to convert, one signature each."""
@@ -300,6 +262,68 @@ class LiteGenerator(tf.Module):
         }
 
 
+def _search_functions(
+    generator, max_length, beam_width, length_penalty, coverage_penalty, source_length
+):
+    """The functions of `generate`, `generate_beam` and `encode` (by those
+    names), each of a (1, S) or (1, S, F) source, before tracing."""
+    limit = generator.max_source_length
+
+    def bounded(source):
+        return source[:, :limit]  # (1, min(S, max_source_length), ...)
+
+    def bound(source):
+        # A padded static source: the default bound counts its real
+        # positions, as Keras counts the unpadded source's.
+        if max_length is None and source_length is not None:
+            return generator.resolve_max_length(real_length(source), None)
+        return max_length
+
+    # With a static source, the outputs get static shapes too (LiteRT.js
+    # allocates outputs from the model's shapes and fails on a dynamic
+    # one): rows up to the largest bound, zero past the real one.
+    rows = None
+    if source_length is not None:
+        rows = max_length or generator.resolve_max_length(source_length, None)
+
+    def generate(source):
+        source = bounded(source)
+        result = generator.greedy_graph(source, max_length=bound(source), empty_columns=False)
+        return _static_rows(result, GENERATE_OUTPUTS, rows)
+
+    def generate_beam(source):
+        source = bounded(source)
+        result = generator.beam_graph(
+            source,
+            beam_width=beam_width,
+            length_penalty=length_penalty,
+            coverage_penalty=coverage_penalty,
+            max_length=bound(source),
+            empty_columns=False,
+        )
+        return _static_rows(result, (*GENERATE_OUTPUTS, "scores"), rows)
+
+    def encode(source):
+        state, _ = generator.encode(_at_least_one_position(bounded(source)))
+        return dict(state)
+
+    return {"generate": generate, "generate_beam": generate_beam, "encode": encode}
+
+
+def _static_rows(result, keys, rows):
+    """The outputs `keys` of a search; with `rows`, `tokens` and `attention`
+    padded with zeros (or cut) to that many rows, a static shape."""
+    out = {k: result[k] for k in keys}
+    if rows is None:
+        return out
+    for k in ("tokens", "attention"):
+        value = result[k]  # (1, L) or (1, L, N), L <= rows
+        zeros = tf.zeros([1, rows, *value.shape[2:]], value.dtype)
+        padded = tf.concat([value, zeros], axis=1)[:, :rows]
+        out[k] = tf.reshape(padded, [1, rows, *value.shape[2:]])  # static
+    return out
+
+
 def check_captured_variables(functions, allowed, generator):
     """Raises if traced functions read variables outside `allowed` (tf.Variables):
     variables the generator's `variables()` did not list, so that the export
@@ -353,6 +377,7 @@ def convert(lite_generator, quantization=None):
         ValueError: an unknown quantization, or a converted model that still
             holds a Flex, custom or variable operator (named).
     """
+    check_tensorflow_backend("TFLite export")
     _check_quantization(quantization)
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
         lite_generator.concrete_functions(), lite_generator
@@ -456,18 +481,11 @@ def export_tflite(
         ValueError: a bad argument, or a converted model that still holds a
             Flex, custom or variable operator (named).
     """
+    check_tensorflow_backend("TFLite export")
     _check_quantization(quantization)
     if beam_width is not None:
         check_beam_width(beam_width, getattr(generator, "target_vocabulary_size", None))
-    path = Path(path)
-    if path.suffix.lower() == ".json":
-        # The manifest is written to `path` with the suffix .json: it would
-        # replace the model.
-        raise ValueError(
-            "Invalid value for argument `path`. Expected the .tflite file to write; "
-            f"the manifest goes beside it as {path.with_suffix('.json').name}. "
-            f"Received: path={str(path)!r}"
-        )
+    path = _model_path(path)
     lite = LiteGenerator(
         generator,
         max_length=max_length,
@@ -484,3 +502,16 @@ def export_tflite(
     manifest["model_file"] = path.name
     write_atomic(path.with_suffix(".json"), json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def _model_path(path):
+    """`path` as a `Path`; `ValueError` for a `.json` one, which the manifest
+    (written to `path` with the suffix .json) would replace."""
+    path = Path(path)
+    if path.suffix.lower() == ".json":
+        raise ValueError(
+            "Invalid value for argument `path`. Expected the .tflite file to write; "
+            f"the manifest goes beside it as {path.with_suffix('.json').name}. "
+            f"Received: path={str(path)!r}"
+        )
+    return path

@@ -31,6 +31,7 @@ operator listing). This one puts them together for a run folder.
 """
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -40,6 +41,8 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from keras_attention.export.backend import BackendError
+from keras_attention.export.backend import check_tensorflow_backend
 from keras_attention.export.tflite import write_atomic
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
@@ -136,40 +139,59 @@ def export_run(
             `max_batch` that is not a positive integer, a `beam_width` out of
             bounds, or an `out_dir` that holds something else than an export.
     """
-    variants = check_variants(variants)
-    check_positive_int("max_length", max_length, allow_none=True)
-    check_beam_width(beam_width)
-    check_positive_int("source_length", source_length, allow_none=True)
-    check_positive_int("max_batch", max_batch)
+    check_tensorflow_backend("The export of a run")
+    settings = _Settings(
+        check_variants(variants),
+        max_length,
+        beam_width,
+        length_penalty,
+        saved_model,
+        version,
+        source_length,
+        tflite_beam,
+        max_batch,
+    )
     out_dir = Path(out_dir)
     check_export_folder(out_dir)
     translator, config = load_run(run_dir)
     translator.check_beam_width(beam_width)
-    # Kept from an earlier export: the SavedModel versions not written now.
-    keep = []
-    if (out_dir / SAVED_MODEL_DIR).is_dir():
-        keep = [
-            f"{SAVED_MODEL_DIR}/{p.name}"
-            for p in (out_dir / SAVED_MODEL_DIR).iterdir()
-            if not (saved_model and p.name == str(version))
-        ]
-    with replaced_folder(out_dir, keep=keep) as staging:
-        manifest = _write_export(
-            translator,
-            config,
-            run_dir,
-            staging,
-            variants,
-            max_length,
-            beam_width,
-            length_penalty,
-            saved_model,
-            version,
-            source_length,
-            tflite_beam,
-            max_batch,
-        )
+    with replaced_folder(out_dir, keep=_kept_versions(out_dir, settings)) as staging:
+        manifest = _write_export(translator, config, run_dir, staging, settings)
     return manifest
+
+
+@dataclasses.dataclass
+class _Settings:
+    """The options of `export_run` that shape the files, checked."""
+
+    variants: tuple
+    max_length: int | None
+    beam_width: int
+    length_penalty: float
+    saved_model: bool
+    version: int
+    source_length: int | None
+    tflite_beam: bool
+    max_batch: int
+
+    def __post_init__(self):
+        check_positive_int("max_length", self.max_length, allow_none=True)
+        check_beam_width(self.beam_width)
+        check_positive_int("source_length", self.source_length, allow_none=True)
+        check_positive_int("max_batch", self.max_batch)
+
+
+def _kept_versions(out_dir, settings):
+    """The SavedModel versions of an earlier export in `out_dir` that this
+    one does not write, as paths relative to `out_dir`: they are kept."""
+    folder = out_dir / SAVED_MODEL_DIR
+    if not folder.is_dir():
+        return []
+    return [
+        f"{SAVED_MODEL_DIR}/{p.name}"
+        for p in folder.iterdir()
+        if not (settings.saved_model and p.name == str(settings.version))
+    ]
 
 
 def check_export_folder(out_dir):
@@ -192,21 +214,7 @@ def check_export_folder(out_dir):
         )
 
 
-def _write_export(
-    translator,
-    config,
-    run_dir,
-    out_dir,
-    variants,
-    max_length,
-    beam_width,
-    length_penalty,
-    saved_model,
-    version,
-    source_length,
-    tflite_beam,
-    max_batch,
-):
+def _write_export(translator, config, run_dir, out_dir, settings):
     """The files of `export_run`, written into `out_dir` (a new folder)."""
     manifest = {
         "format_version": _FORMAT_VERSION,
@@ -215,38 +223,54 @@ def _write_export(
         "exported": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
-        "max_length": max_length,
-        "source_length": source_length,
-        "tflite_beam": tflite_beam,
+        "max_length": settings.max_length,
+        "source_length": settings.source_length,
+        "tflite_beam": settings.tflite_beam,
     }
-    if saved_model:
-        path = out_dir / SAVED_MODEL_DIR / str(version)
-        export_saved_model(translator, path, max_length, beam_width, length_penalty, max_batch)
-        manifest["saved_model"] = {
-            "path": str(path.relative_to(out_dir)),
-            "signatures": list(SIGNATURES),
-            "beam_width": beam_width,
-            "length_penalty": length_penalty,
-            "max_batch": max_batch,
-        }
-    if variants:
-        folder = out_dir / TFLITE_DIR
-        paths = export_tflite(
-            translator,
-            folder,
-            variants,
-            max_length,
-            config.get("attention"),
-            source_length,
-            beam_width if tflite_beam else None,
-            length_penalty,
-        )
-        manifest["tflite"] = {
-            v: {"path": str(p.relative_to(out_dir)), "bytes": p.stat().st_size}
-            for v, p in paths.items()
-        }
+    if settings.saved_model:
+        manifest["saved_model"] = _write_saved_model(translator, out_dir, settings)
+    if settings.variants:
+        manifest["tflite"] = _write_tflite(translator, config, out_dir, settings)
     write_atomic(out_dir / MANIFEST_FILE, json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def _write_saved_model(translator, out_dir, settings):
+    """Writes the SavedModel version folder; returns its manifest entry."""
+    path = out_dir / SAVED_MODEL_DIR / str(settings.version)
+    export_saved_model(
+        translator,
+        path,
+        settings.max_length,
+        settings.beam_width,
+        settings.length_penalty,
+        settings.max_batch,
+    )
+    return {
+        "path": str(path.relative_to(out_dir)),
+        "signatures": list(SIGNATURES),
+        "beam_width": settings.beam_width,
+        "length_penalty": settings.length_penalty,
+        "max_batch": settings.max_batch,
+    }
+
+
+def _write_tflite(translator, config, out_dir, settings):
+    """Writes the TFLite folder; returns the manifest entry of each variant."""
+    paths = export_tflite(
+        translator,
+        out_dir / TFLITE_DIR,
+        settings.variants,
+        settings.max_length,
+        config.get("attention"),
+        settings.source_length,
+        settings.beam_width if settings.tflite_beam else None,
+        settings.length_penalty,
+    )
+    return {
+        v: {"path": str(p.relative_to(out_dir)), "bytes": p.stat().st_size}
+        for v, p in paths.items()
+    }
 
 
 def parse_args(argv=None):
@@ -303,29 +327,19 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    variants = tuple(v for v in args.variants.split(",") if v)
+    options = vars(parse_args(argv))
+    options["variants"] = tuple(v for v in options["variants"].split(",") if v)
+    options["saved_model"] = not options.pop("no_saved_model")
     try:
-        manifest = export_run(
-            args.run_dir,
-            args.out_dir,
-            variants=variants,
-            max_length=args.max_length,
-            beam_width=args.beam_width,
-            length_penalty=args.length_penalty,
-            saved_model=not args.no_saved_model,
-            version=args.version,
-            source_length=args.source_length,
-            tflite_beam=args.tflite_beam,
-            max_batch=args.max_batch,
-        )
-    except (FileNotFoundError, ValueError) as error:
+        manifest = export_run(**options)
+    except (FileNotFoundError, ValueError, BackendError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    out_dir = options["out_dir"]
     if "saved_model" in manifest:
-        print(f"SavedModel: {os.path.join(args.out_dir, manifest['saved_model']['path'])}")
+        print(f"SavedModel: {os.path.join(out_dir, manifest['saved_model']['path'])}")
     for variant, info in manifest.get("tflite", {}).items():
-        path = os.path.join(args.out_dir, info["path"])
+        path = os.path.join(out_dir, info["path"])
         print(f"TFLite {variant}: {path} ({info['bytes'] / 1e6:.2f} MB)")
     return 0
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from keras_attention.export.backend import check_tensorflow_backend
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BATCH
@@ -63,6 +64,7 @@ class ServingTranslator(tf.Module):
         length_penalty=LENGTH_PENALTY,
         max_batch=MAX_BATCH,
     ):
+        check_tensorflow_backend("SavedModel export")
         super().__init__(name="serving_translator")
         check_positive_int("max_batch", max_batch)
         self.translator = translator
