@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from keras_attention.attention.base_attention import BaseAttention
+from keras_attention.attention.base_attention import refuse_abstract_base
 from keras_attention.masking import shape_str
 from keras_attention.masking import zero_masked
 
@@ -65,13 +66,12 @@ class BaseAlignmentAttention(BaseAttention):
     attention_state_keys = ("alignment",)
 
     def __init__(self, **kwargs):
-        if type(self) is BaseAlignmentAttention:
-            raise TypeError(
-                "BaseAlignmentAttention is the abstract base of the stateful "
-                "attention layers and cannot be used directly. Use "
-                "LocationSensitiveAttention, BahdanauMonotonicAttention or "
-                "LuongMonotonicAttention."
-            )
+        refuse_abstract_base(
+            self,
+            BaseAlignmentAttention,
+            "the stateful attention layers",
+            "LocationSensitiveAttention, BahdanauMonotonicAttention or LuongMonotonicAttention",
+        )
         super().__init__(**kwargs)
 
     def _check_state_entry(self, key, tensor, value_shape):

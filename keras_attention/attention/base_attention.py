@@ -80,16 +80,14 @@ class BaseAttention(keras.layers.Layer):
     attention_state_keys = ()
 
     def __init__(self, **kwargs):
-        if type(self) is BaseAttention:
-            # Checked first, so a saved config of the base class fails here,
-            # and not later with a bare NotImplementedError.
-            raise TypeError(
-                "BaseAttention is the abstract base of the attention layers and "
-                "cannot be used directly. Use BahdanauAttention or LuongAttention "
-                "(or LocationSensitiveAttention, the monotonic layers, GMMAttention, "
-                "or a subclass that implements build_score and step_weights: see "
-                "docs/custom_attention.md)."
-            )
+        refuse_abstract_base(
+            self,
+            BaseAttention,
+            "the attention layers",
+            "BahdanauAttention or LuongAttention (or LocationSensitiveAttention, the "
+            "monotonic layers, GMMAttention, or a subclass that implements build_score "
+            "and step_weights: see docs/custom_attention.md)",
+        )
         super().__init__(**kwargs)
         self.supports_masking = True
         self.query_dim = None
@@ -564,6 +562,20 @@ class BaseAttention(keras.layers.Layer):
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None, **kwargs):
         return tuple(query_shape[:-1]) + (value_shape[-1],)
+
+
+def refuse_abstract_base(layer, base, layers, use):
+    """Raises when `layer` is an instance of the abstract class `base` itself.
+
+    Called first in `base.__init__`, so a saved config of the base class fails
+    there, and not later with a bare NotImplementedError. `layers` names what
+    `base` is the base of; `use` the layers to use instead.
+    """
+    if type(layer) is base:
+        raise TypeError(
+            f"{base.__name__} is the abstract base of {layers} and cannot be used "
+            f"directly. Use {use}."
+        )
 
 
 def _keep_rows(keep, new, old):

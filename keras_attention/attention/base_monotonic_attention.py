@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_attention.attention.base_alignment_attention import BaseAlignmentAttention
+from keras_attention.attention.base_attention import refuse_abstract_base
 from keras_attention.attention.monotonic_alignment import MONOTONIC_MODES
 from keras_attention.attention.monotonic_alignment import exclusive_cumsum
 from keras_attention.attention.monotonic_alignment import monotonic_alignment
@@ -51,12 +52,12 @@ class BaseMonotonicAttention(BaseAlignmentAttention):
         kernel_initializer="glorot_uniform",
         **kwargs,
     ):
-        if type(self) is BaseMonotonicAttention:
-            raise TypeError(
-                "BaseMonotonicAttention is the abstract base of monotonic attention "
-                "and cannot be used directly. Use BahdanauMonotonicAttention or "
-                "LuongMonotonicAttention."
-            )
+        refuse_abstract_base(
+            self,
+            BaseMonotonicAttention,
+            "monotonic attention",
+            "BahdanauMonotonicAttention or LuongMonotonicAttention",
+        )
         super().__init__(**kwargs)
         if isinstance(sigmoid_noise, bool) or not float(sigmoid_noise) >= 0.0:
             raise ValueError(

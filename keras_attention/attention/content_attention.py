@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from keras_attention.attention.base_attention import BaseAttention
+from keras_attention.attention.base_attention import refuse_abstract_base
 from keras_attention.masking import masked_softmax
 from keras_attention.masking import shape_error as _arg_error
 from keras_attention.masking import shape_str
@@ -55,15 +56,13 @@ class ContentAttention(BaseAttention):
     """
 
     def __init__(self, num_heads=1, dropout=0.0, seed=None, **kwargs):
-        if type(self) is ContentAttention:
-            # Checked first, so a saved config of the base class fails here,
-            # and not later with a bare NotImplementedError.
-            raise TypeError(
-                "ContentAttention is the abstract base of the content-only attention "
-                "layers and cannot be used directly. Use BahdanauAttention or LuongAttention "
-                "(or a subclass that implements build_score, precompute_keys and "
-                "_score)."
-            )
+        refuse_abstract_base(
+            self,
+            ContentAttention,
+            "the content-only attention layers",
+            "BahdanauAttention or LuongAttention (or a subclass that implements "
+            "build_score, precompute_keys and _score)",
+        )
         super().__init__(**kwargs)
         check_positive_int("num_heads", num_heads)
         if not 0.0 <= float(dropout) < 1.0:

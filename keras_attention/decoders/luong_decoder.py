@@ -126,9 +126,6 @@ class LuongDecoder(BaseDecoder):
         memory = prepared.memory
         processed_keys = prepared.processed_keys
         cell_weights = prepared.cell_weights
-        dtype = self.compute_dtype
-        batch = ops.shape(memory)[0]
-        keep_steps = ops.cast(prepared.step_mask, dtype)[:, :, None]  # (B, T, 1)
 
         def step(carry, inputs):
             prev = carry["state"]
@@ -151,10 +148,12 @@ class LuongDecoder(BaseDecoder):
             carry["attention"] = self._keep_attention_state(keep, attention_state, prev_attention)
             return carry, carry
 
-        feed = ops.zeros((batch, self.attentional_units), dtype=dtype)  # h̃_0
+        batch = ops.shape(memory)[0]
+        feed = ops.zeros((batch, self.attentional_units), dtype=self.compute_dtype)  # h̃_0
         last, stacked = self._scan_steps(step, prepared, {"outputs": feed})
         outputs = ops.transpose(stacked["outputs"], (1, 0, 2))  # (B, T, units)
         weights = ops.transpose(stacked["weights"], (1, 0, 2))  # (B, T, T_enc)
+        keep_steps = ops.cast(prepared.step_mask, outputs.dtype)[:, :, None]  # (B, T, 1)
         return outputs * keep_steps, weights, self._state_output(last["state"])
 
     def _call_without_input_feeding(self, prepared, memory_mask, training):
