@@ -96,19 +96,27 @@ def _train(args):
 def _train_run(args):
     return training.train_run(
         args.run_dir,
-        data_dir=args.data_dir,
-        preset=args.preset,
-        attention=args.attention,
         input_feeding=not args.no_input_feeding,
-        lr_schedule=args.lr_schedule,
-        patience=args.patience,
-        max_minutes=args.max_minutes,
-        seed=args.seed,
-        keep_epochs=args.keep_epochs,
-        overwrite=args.overwrite,
-        strategy=args.strategy,
+        **_options(
+            args,
+            "data_dir",
+            "preset",
+            "attention",
+            "lr_schedule",
+            "patience",
+            "max_minutes",
+            "seed",
+            "keep_epochs",
+            "overwrite",
+            "strategy",
+        ),
         **{key: getattr(args, key, None) for key in PRESETS[args.preset]},
     )
+
+
+def _options(args, *names):
+    """The parsed options `names`, as keyword arguments of the same names."""
+    return {name: getattr(args, name) for name in names}
 
 
 def _status(args):
@@ -118,16 +126,19 @@ def _status(args):
 def _evaluate(args):
     return commands.evaluate(
         args.run_dir,
-        data_dir=args.data_dir,
         splits=args.splits.split(","),
         methods=args.methods.split(","),
-        beam_width=args.beam_width,
-        length_penalty=args.length_penalty,
-        batch_size=args.batch_size,
-        baseline_run_dir=args.baseline_run_dir,
-        heatmaps=args.heatmaps,
-        max_sentences=args.max_sentences,
-        out_dir=args.out_dir,
+        **_options(
+            args,
+            "data_dir",
+            "beam_width",
+            "length_penalty",
+            "batch_size",
+            "baseline_run_dir",
+            "heatmaps",
+            "max_sentences",
+            "out_dir",
+        ),
     )
 
 
@@ -143,12 +154,7 @@ def _translate(args):
 
 def _explain(args):
     return commands.explain(
-        args.run_dir,
-        data_dir=args.data_dir,
-        split=args.split,
-        max_sentences=args.max_sentences,
-        batch_size=args.batch_size,
-        seed=args.seed,
+        args.run_dir, **_options(args, "data_dir", "split", "max_sentences", "batch_size", "seed")
     )
 
 
@@ -166,11 +172,77 @@ def build_parser(prog=None):
     )
     parser.add_argument("--data-dir", help="folder with the Multi30k .gz files")
     subparsers = parser.add_subparsers(dest="command", required=True)
+    _add_train(subparsers)
+    p = subparsers.add_parser("status", help="whether a run is new, unfinished or finished")
+    _add_run_dir(p)
+    p.set_defaults(func=_status)
+    _add_evaluate(subparsers)
+    _add_average(subparsers)
+    _add_translate(subparsers)
+    _add_explain(subparsers)
+    # Its options are those of `keras_attention.translation.export`, which
+    # parses them (and answers `export --help`).
+    p = subparsers.add_parser(
+        "export",
+        help="export a run as a SavedModel and TFLite models (RUN_DIR OUT_DIR; see export --help)",
+        add_help=False,
+    )
+    p.set_defaults(func=_export)
+    return parser
 
+
+def _add_run_dir(p, help=None):
+    p.add_argument("--run-dir", default="runs/bahdanau", help=help)
+
+
+def _add_beam_width(p):
+    p.add_argument(
+        "--beam-width",
+        type=_beam_width,
+        default=BEAM_WIDTH,
+        help=f"at most {MAX_BEAM_WIDTH} and the target vocabulary",
+    )
+
+
+def _add_train(subparsers):
     p = subparsers.add_parser("train", help="train a translator")
-    p.add_argument("--run-dir", default="runs/bahdanau", help="output folder")
+    _add_run_dir(p, help="output folder")
     p.add_argument("--attention", choices=ATTENTIONS, default="bahdanau")
     p.add_argument("--preset", choices=sorted(PRESETS), default="default")
+    _add_model_options(p)
+    p.add_argument("--patience", type=int, default=3, help="early stopping")
+    p.add_argument(
+        "--lr-schedule",
+        choices=("cosine", "plateau"),
+        default="cosine",
+        help="cosine: decay over the epochs or --max-minutes, whichever ends first; "
+        "plateau: halve after an epoch without a better validation loss",
+    )
+    p.add_argument("--max-minutes", type=float, help="stop after this epoch budget")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--keep-epochs",
+        action="store_true",
+        help="save the weights after every epoch in RUN_DIR/epochs (for `average`)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished run, or start over a damaged one or one started with "
+        "other options (never a folder that is not a run)",
+    )
+    p.add_argument(
+        "--strategy",
+        choices=distribute.STRATEGIES,
+        default="one-device",
+        help="tf.distribute strategy; --batch-size is then per replica",
+    )
+    p.set_defaults(func=_train)
+
+
+def _add_model_options(p):
+    """The options of `train` that override its preset (default None: the
+    preset's value)."""
     p.add_argument("--epochs", type=_positive_int)
     p.add_argument("--batch-size", type=_positive_int)
     p.add_argument("--embedding-dim", type=_positive_int)
@@ -211,49 +283,14 @@ def build_parser(prog=None):
         help="what the first decoder state reads: the encoder's final states, or the "
         "mean of its outputs over the source tokens",
     )
-    p.add_argument("--patience", type=int, default=3, help="early stopping")
-    p.add_argument(
-        "--lr-schedule",
-        choices=("cosine", "plateau"),
-        default="cosine",
-        help="cosine: decay over the epochs or --max-minutes, whichever ends first; "
-        "plateau: halve after an epoch without a better validation loss",
-    )
-    p.add_argument("--max-minutes", type=float, help="stop after this epoch budget")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--keep-epochs",
-        action="store_true",
-        help="save the weights after every epoch in RUN_DIR/epochs (for `average`)",
-    )
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace a finished run, or start over a damaged one or one started with "
-        "other options (never a folder that is not a run)",
-    )
-    p.add_argument(
-        "--strategy",
-        choices=distribute.STRATEGIES,
-        default="one-device",
-        help="tf.distribute strategy; --batch-size is then per replica",
-    )
-    p.set_defaults(func=_train)
 
-    p = subparsers.add_parser("status", help="whether a run is new, unfinished or finished")
-    p.add_argument("--run-dir", default="runs/bahdanau")
-    p.set_defaults(func=_status)
 
+def _add_evaluate(subparsers):
     p = subparsers.add_parser("evaluate", help="score a trained run")
-    p.add_argument("--run-dir", default="runs/bahdanau")
+    _add_run_dir(p)
     p.add_argument("--splits", default=",".join(commands.TEST_SPLITS))
     p.add_argument("--methods", default="greedy,beam", help="greedy and/or beam")
-    p.add_argument(
-        "--beam-width",
-        type=_beam_width,
-        default=BEAM_WIDTH,
-        help=f"at most {MAX_BEAM_WIDTH} and the target vocabulary",
-    )
+    _add_beam_width(p)
     p.add_argument("--length-penalty", type=float, default=0.6)
     p.add_argument("--batch-size", type=_positive_int, default=64)
     p.add_argument("--baseline-run-dir", help="a run with --attention none")
@@ -262,13 +299,17 @@ def build_parser(prog=None):
     p.add_argument("--out-dir", help="default: RUN_DIR/eval")
     p.set_defaults(func=_evaluate)
 
+
+def _add_average(subparsers):
     p = subparsers.add_parser("average", help="average a run's last epochs")
-    p.add_argument("--run-dir", default="runs/bahdanau", help="trained with --keep-epochs")
+    _add_run_dir(p, help="trained with --keep-epochs")
     p.add_argument("--last", type=_positive_int, required=True, help="how many of the last epochs")
     p.add_argument("--out-dir", required=True, help="the new run folder")
     p.add_argument("--overwrite", action="store_true", help="replace a run in --out-dir")
     p.set_defaults(func=_average)
 
+
+def _add_translate(subparsers):
     p = subparsers.add_parser(
         "translate",
         help="translate sentences",
@@ -280,33 +321,20 @@ def build_parser(prog=None):
     p.add_argument(
         "sentences", nargs="*", help="English sentences (else one per line of stdin, UTF-8)"
     )
-    p.add_argument("--run-dir", default="runs/bahdanau")
+    _add_run_dir(p)
     p.add_argument("--method", choices=("greedy", "beam"), default="beam")
-    p.add_argument(
-        "--beam-width",
-        type=_beam_width,
-        default=BEAM_WIDTH,
-        help=f"at most {MAX_BEAM_WIDTH} and the target vocabulary",
-    )
+    _add_beam_width(p)
     p.set_defaults(func=_translate)
 
+
+def _add_explain(subparsers):
     p = subparsers.add_parser("explain", help="attention ablations")
-    p.add_argument("--run-dir", default="runs/bahdanau")
+    _add_run_dir(p)
     p.add_argument("--split", default="test_2016_flickr")
     p.add_argument("--max-sentences", type=_positive_int, default=1000)
     p.add_argument("--batch-size", type=_positive_int, default=64)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_explain)
-
-    # Its options are those of `keras_attention.translation.export`, which
-    # parses them (and answers `export --help`).
-    p = subparsers.add_parser(
-        "export",
-        help="export a run as a SavedModel and TFLite models (RUN_DIR OUT_DIR; see export --help)",
-        add_help=False,
-    )
-    p.set_defaults(func=_export)
-    return parser
 
 
 def parse_args(argv=None, prog=None):

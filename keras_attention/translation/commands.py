@@ -77,50 +77,60 @@ def evaluate(
         data = corpus[split].head(max_sentences)
         for method in methods:
             print(f"{split}: {method} decoding")
-            try:
-                scores, decoded, hyps = evaluation.decode_and_score(
-                    translator,
-                    data,
-                    method=method,
-                    batch_size=batch_size,
-                    beam_width=beam_width,
-                    length_penalty=length_penalty,
-                )
-            except evaluation.NonFiniteOutputError as error:
-                raise SystemExit(f"evaluate: {split}: {error}") from None
-            scores["decode_seconds"] = round(scores.pop("seconds"), 1)
-            if method == "beam":
-                scores.update(beam_width=beam_width, length_penalty=length_penalty)
+            scores, decoded, hyps = _decode_and_score(
+                translator, data, split, method, batch_size, beam_width, length_penalty
+            )
             results[f"{split}/{method}"] = scores
             runs.write_text(out_dir / f"{split}.{method}.fr", "\n".join(hyps) + "\n")
             if method == "greedy":
-                curves = {
-                    f"{config['attention']} attention": evaluation.bleu_by_length(
-                        hyps, data.fr, data.en
-                    )
-                }
-                if baseline is not None:
-                    base = evaluation.decode_corpus(baseline, data.en, progress=False)
-                    base_hyps = evaluation.detokenize_output(base["text"])
-                    results[f"{split}/greedy/baseline"] = evaluation.score(base_hyps, data.fr)
-                    curves["no attention"] = evaluation.bleu_by_length(base_hyps, data.fr, data.en)
-                results[f"{split}/bleu_by_length"] = curves
-                evaluation.plot_bleu_by_length(
-                    curves,
-                    out_dir / f"bleu_by_length.{split}.png",
-                    title=f"BLEU by source length, {split}",
+                results.update(
+                    _bleu_by_length(config["attention"], baseline, data, hyps, split, out_dir)
                 )
                 for i in heatmaps:
-                    _heatmap(
-                        translator,
-                        decoded,
-                        data,
-                        i,
-                        out_dir / f"attention.{split}.{i}.png",
-                    )
+                    path = out_dir / f"attention.{split}.{i}.png"
+                    _heatmap(translator, decoded, data, i, path)
     print(results_table(results))
     runs.write_json(out_dir / "results.json", results)
     print(f"results: {out_dir / 'results.json'}")
+    return results
+
+
+def _decode_and_score(translator, data, split, method, batch_size, beam_width, length_penalty):
+    """`evaluation.decode_and_score` of one split and method, its scores as
+    `results.json` records them; a non-finite output stops the command."""
+    try:
+        scores, decoded, hyps = evaluation.decode_and_score(
+            translator,
+            data,
+            method=method,
+            batch_size=batch_size,
+            beam_width=beam_width,
+            length_penalty=length_penalty,
+        )
+    except evaluation.NonFiniteOutputError as error:
+        raise SystemExit(f"evaluate: {split}: {error}") from None
+    scores["decode_seconds"] = round(scores.pop("seconds"), 1)
+    if method == "beam":
+        scores.update(beam_width=beam_width, length_penalty=length_penalty)
+    return scores, decoded, hyps
+
+
+def _bleu_by_length(attention, baseline, data, hyps, split, out_dir):
+    """Plots BLEU by source length of the greedy `hyps`, and of the greedy
+    output of the `baseline` run if any; returns the entries of `results`."""
+    results = {}
+    curves = {f"{attention} attention": evaluation.bleu_by_length(hyps, data.fr, data.en)}
+    if baseline is not None:
+        base = evaluation.decode_corpus(baseline, data.en, progress=False)
+        base_hyps = evaluation.detokenize_output(base["text"])
+        results[f"{split}/greedy/baseline"] = evaluation.score(base_hyps, data.fr)
+        curves["no attention"] = evaluation.bleu_by_length(base_hyps, data.fr, data.en)
+    results[f"{split}/bleu_by_length"] = curves
+    evaluation.plot_bleu_by_length(
+        curves,
+        out_dir / f"bleu_by_length.{split}.png",
+        title=f"BLEU by source length, {split}",
+    )
     return results
 
 

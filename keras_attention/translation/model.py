@@ -164,6 +164,56 @@ def build_translator(
         An uncompiled `keras.Model` with inputs `source_ids`, `decoder_input_ids`
         (int32, 0-padded) and output logits (batch, T, target_vocab_size).
     """
+    encoder_units = _check_arguments(
+        source_vocab_size,
+        target_vocab_size,
+        attention,
+        embedding_dim,
+        units,
+        encoder_units,
+        conditional,
+        decoder_init,
+    )
+    source = keras.Input((None,), dtype="int32", name="source_ids")
+    decoder_input = keras.Input((None,), dtype="int32", name="decoder_input_ids")
+    memory, initial_state = _encoder(
+        source, source_vocab_size, embedding_dim, encoder_units, units, dropout, seed, decoder_init
+    )
+    embedding_class = TiedEmbedding if tie_embeddings else keras.layers.Embedding
+    target_embedding = embedding_class(
+        target_vocab_size, embedding_dim, mask_zero=True, name=TARGET_EMBEDDING
+    )
+    y = target_embedding(decoder_input)  # (B, T, E)
+    y = keras.layers.Dropout(dropout, seed=seed, name="target_dropout")(y)
+    if attention == "none":
+        outputs = _baseline_decoder(y, initial_state, units, embedding_dim, tie_embeddings)
+    else:
+        decoder = make_decoder(
+            attention,
+            units,
+            input_feeding=input_feeding,
+            seed=seed,
+            output_units=embedding_dim if tie_embeddings else None,
+            conditional=conditional,
+        )
+        outputs, _, _ = decoder(y, memory, initial_state=initial_state)  # (B, T, E or units)
+    outputs = keras.layers.Dropout(dropout, seed=seed, name="output_dropout")(outputs)
+    logits = _logits(outputs, target_embedding, target_vocab_size, tie_embeddings)
+    return keras.Model([source, decoder_input], logits, name=f"translator_{attention}")
+
+
+def _check_arguments(
+    source_vocab_size,
+    target_vocab_size,
+    attention,
+    embedding_dim,
+    units,
+    encoder_units,
+    conditional,
+    decoder_init,
+):
+    """Raises `ValueError` for arguments of `build_translator` that build no
+    model; returns `encoder_units` (units / 2 when None)."""
     if attention not in ATTENTIONS:
         raise ValueError(
             f"Invalid value for argument `attention`. Expected one of {ATTENTIONS}. "
@@ -195,9 +245,14 @@ def build_translator(
             f"(units = {units}). Received: units={units}, encoder_units={encoder_units}. "
             "Use encoder_units=units / 2, or 'luong-general'."
         )
-    source = keras.Input((None,), dtype="int32", name="source_ids")
-    decoder_input = keras.Input((None,), dtype="int32", name="decoder_input_ids")
+    return encoder_units
 
+
+def _encoder(
+    source, source_vocab_size, embedding_dim, encoder_units, units, dropout, seed, decoder_init
+):
+    """The memory (B, S, 2 · encoder_units), its mask riding on it, and the
+    first decoder state s_0 (B, units) of the source ids (B, S)."""
     x = keras.layers.Embedding(
         source_vocab_size, embedding_dim, mask_zero=True, name=SOURCE_EMBEDDING
     )(source)  # (B, S, E), mask (B, S)
@@ -214,34 +269,25 @@ def build_translator(
     initial_state = keras.layers.Dense(units, activation="tanh", name=BRIDGE)(
         summary
     )  # s_0: (B, units)
+    return memory, initial_state
 
-    embedding_class = TiedEmbedding if tie_embeddings else keras.layers.Embedding
-    target_embedding = embedding_class(
-        target_vocab_size, embedding_dim, mask_zero=True, name=TARGET_EMBEDDING
-    )
-    y = target_embedding(decoder_input)  # (B, T, E)
-    y = keras.layers.Dropout(dropout, seed=seed, name="target_dropout")(y)
-    if attention == "none":
-        outputs = keras.layers.GRU(units, return_sequences=True, name=DECODER)(
-            y, initial_state=initial_state
-        )  # (B, T, units)
-        if tie_embeddings:
-            outputs = keras.layers.Dense(embedding_dim, activation="tanh", name=READOUT)(
-                outputs
-            )  # (B, T, E)
-    else:
-        decoder = make_decoder(
-            attention,
-            units,
-            input_feeding=input_feeding,
-            seed=seed,
-            output_units=embedding_dim if tie_embeddings else None,
-            conditional=conditional,
-        )
-        outputs, _, _ = decoder(y, memory, initial_state=initial_state)  # (B, T, E or units)
-    outputs = keras.layers.Dropout(dropout, seed=seed, name="output_dropout")(outputs)
+
+def _baseline_decoder(y, initial_state, units, embedding_dim, tie_embeddings):
+    """The no-attention decoder's outputs: a GRU from s_0 over the target
+    embeddings (B, T, E), then (tied) a `readout` to the embedding size."""
+    outputs = keras.layers.GRU(units, return_sequences=True, name=DECODER)(
+        y, initial_state=initial_state
+    )  # (B, T, units)
     if tie_embeddings:
-        logits = target_embedding(outputs, reverse=True)  # (B, T, V)
-    else:
-        logits = keras.layers.Dense(target_vocab_size, name=LOGITS)(outputs)
-    return keras.Model([source, decoder_input], logits, name=f"translator_{attention}")
+        outputs = keras.layers.Dense(embedding_dim, activation="tanh", name=READOUT)(
+            outputs
+        )  # (B, T, E)
+    return outputs
+
+
+def _logits(outputs, target_embedding, target_vocab_size, tie_embeddings):
+    """The logits (B, T, V) of the decoder's outputs: the target embedding
+    called in reverse when tied, else a Dense layer."""
+    if tie_embeddings:
+        return target_embedding(outputs, reverse=True)  # (B, T, V)
+    return keras.layers.Dense(target_vocab_size, name=LOGITS)(outputs)  # (B, T, V)
