@@ -17,6 +17,8 @@ the public API: the layers, `Seq2SeqGenerator.from_model` and
     python examples/g2p_cmudict.py pronounce --run-dir runs/g2p keras attention
     echo Tensorflow | python examples/g2p_cmudict.py pronounce --run-dir runs/g2p
     python examples/g2p_cmudict.py export --run-dir runs/g2p runs/g2p/export
+    python examples/g2p_cmudict.py export --run-dir runs/g2p web_g2p --source-length 32
+    node web/build.mjs web_g2p/tflite      # the browser page (npm ci first)
 
 Time on a 2-core CPU: `train` stops within its time budget (`--max-minutes`,
 60 by default; `--quick` trains a tiny model on 300 words in under a minute)
@@ -810,6 +812,9 @@ def export_run(args):
         "attention": config["attention"],
         "beam_width": args.beam_width,
         "length_penalty": 0.6,
+        # None: any word length; N: a static input of N ids (pad with pad_id),
+        # which LiteRT.js (the browser page, web/) needs.
+        "source_length": args.source_length,
         "models": {},
     }
     started = time.perf_counter()
@@ -825,6 +830,7 @@ def export_run(args):
             quantization=None if variant == "float32" else variant,
             beam_width=args.beam_width,
             length_penalty=0.6,
+            source_length=args.source_length,
         )
         manifest["models"][variant] = os.path.basename(path)
         manifest["signatures"] = written["signatures"]
@@ -962,6 +968,12 @@ def parse_args(argv):
     )
     p.add_argument("--beam-width", type=positive_int, default=4)
     p.add_argument("--monotonic-mode", choices=("hard", "soft"), default="hard")
+    p.add_argument(
+        "--source-length",
+        type=positive_int,
+        help="a static input length (letters) for runtimes that refuse a dynamic one, "
+        "such as LiteRT.js in the browser page (web/build.mjs); words are padded to it",
+    )
 
     args = parser.parse_args(argv)
     if args.command == "train" and args.quick:

@@ -16,54 +16,34 @@ Node.js and `npm ci` (node_modules/). Without them the tests skip with the
 reason; under `CI=true` that is a failure.
 """
 
-import functools
-import http.server
 import json
 import os
 import shutil
 import subprocess
-import threading
 from pathlib import Path
-from urllib.parse import unquote
-from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from _browser import assert_fetched_only_its_folder
+from _browser import build_page
+from _browser import chromium_or_skip
+from _browser import drive
+from _browser import static_server
 from _data_paths import multi30k_dir
 
 pytestmark = pytest.mark.tensorflow
 
 ROOT = Path(__file__).resolve().parents[1]
-DRIVER = ROOT / "tests" / "browser" / "drive.mjs"
 SOURCE_LENGTH = 48
 N_SENTENCES = 8
 OOV_TEXT = "A man ☃ walks his ♞ dog."
 BLANK_TEXT = "  \t "
 
 
-def _requirements():
-    """What is missing to run a browser here, as one sentence, or None."""
-    missing = []
-    chromium = os.environ.get("KERAS_ATTENTION_CHROMIUM", "/usr/bin/chromium")
-    if not Path(chromium).exists():
-        missing.append(f"no browser at {chromium} (apt-get install -y chromium)")
-    if shutil.which("node") is None:
-        missing.append("no `node` on the PATH")
-    for package in ("puppeteer-core", "@litertjs/core"):
-        if not (ROOT / "node_modules" / package / "package.json").exists():
-            missing.append(f"node_modules/{package} is missing (npm ci)")
-    return "; ".join(missing) or None
-
-
 @pytest.fixture(scope="module")
 def chromium():
-    reason = _requirements()
-    if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true and the browser tests cannot run: {reason}")
-        pytest.skip(f"browser tests need Chromium, Node.js and npm ci: {reason}")
-    return os.environ.get("KERAS_ATTENTION_CHROMIUM", "/usr/bin/chromium")
+    return chromium_or_skip()
 
 
 @pytest.fixture(scope="module")
@@ -88,10 +68,7 @@ def site(chromium, tmp_path_factory):
         tflite_beam=True,
     )
     site = folder / "export" / "tflite"
-    done = subprocess.run(
-        ["node", str(ROOT / "web" / "build.mjs"), str(site)], capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
+    build_page(site)
     return run, site
 
 
@@ -99,19 +76,8 @@ def site(chromium, tmp_path_factory):
 def server(site):
     """A static server of the page's folder on 127.0.0.1; records each path."""
     _, folder = site
-    served = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, format, *args):
-            served.append((self.path, args[1] if len(args) > 1 else None))
-
-    handler = functools.partial(Handler, directory=str(folder))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/index.html", served
-    httpd.shutdown()
-    httpd.server_close()
+    with static_server(folder) as url_and_served:
+        yield url_and_served
 
 
 @pytest.fixture(scope="module")
@@ -135,25 +101,6 @@ def sentences(translator):
     return fitting[:N_SENTENCES]
 
 
-def _drive(chromium, url, cases, tmp_path, screenshot=None):
-    request = {
-        "url": url,
-        "chromium": chromium,
-        "user_data_dir": str(tmp_path / "profile"),
-        "cases": cases,
-        "screenshot": screenshot,
-    }
-    path = tmp_path / "request.json"
-    path.write_text(json.dumps(request), encoding="utf-8")
-    done = subprocess.run(
-        ["node", str(DRIVER), str(path)], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    answer = json.loads(done.stdout)
-    assert answer["state"] == "ready", answer.get("load_error")
-    return answer
-
-
 def _python_ids(tokenizer, text):
     return tokenizer.tokenize(tf.constant([text])).to_list()[0]
 
@@ -173,11 +120,6 @@ def _python_lite(site, variant, signature, ids, end_id):
     return tokens[:-1] if tokens and tokens[-1] == end_id else tokens
 
 
-def _console_errors(answer):
-    # LiteRT.js prints its INFO and WARNING log lines on the error console.
-    return [e for e in answer["console_errors"] if not e.startswith(("INFO:", "WARNING:"))]
-
-
 @pytest.fixture(scope="module")
 def page_answers(chromium, server, sentences, tmp_path_factory):
     """One browser session: every sentence greedy and beam in float32, then
@@ -195,7 +137,7 @@ def page_answers(chromium, server, sentences, tmp_path_factory):
     ]
     tmp = tmp_path_factory.mktemp("drive")
     shot = tmp / "page.png"
-    answer = _drive(chromium, url, cases, tmp, screenshot={"path": str(shot), "case": N_SENTENCES})
+    answer = drive(chromium, url, cases, tmp, screenshot={"path": str(shot), "case": N_SENTENCES})
     assert len(answer["results"]) == len(cases)
     return cases, answer, shot, long_text
 
@@ -270,16 +212,7 @@ def test_characters_outside_the_vocabulary_are_named_and_read_as_unk(
 def test_page_fetches_only_its_own_folder_and_logs_no_error(site, server, page_answers):
     _, answer, _, _ = page_answers
     url, served = server
-    origin = urlsplit(url).netloc
-    assert answer["requests"]
-    assert all(urlsplit(u).netloc == origin for u in answer["requests"]), answer["requests"]
-    _, folder = site
-    for path, status in served:
-        assert status in ("200", "304"), (path, status)  # 304: cached
-        assert (folder / unquote(urlsplit(path).path).lstrip("/")).is_file()
-    assert answer["failed_requests"] == []
-    assert answer["page_errors"] == []
-    assert _console_errors(answer) == []
+    assert_fetched_only_its_folder(answer, url, served, site[1])
 
 
 def test_screenshot_shows_the_page_with_its_heatmap(page_answers):

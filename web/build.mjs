@@ -1,12 +1,15 @@
-// Writes the translation page beside an export, so that one folder holds
-// everything the page fetches:
+// Writes a page beside an export, so that one folder holds everything the
+// page fetches:
 //
 //   npm ci                                  # once: LiteRT.js into node_modules/
 //   node web/build.mjs OUT/tflite           # the page, the app code, LiteRT.js
 //   python3 -m http.server 8000 --bind 127.0.0.1 --directory OUT/tflite
 //
-// OUT/tflite is the folder `python -m keras_attention.translation export RUN
-// OUT --source-length N` wrote (translator.json, vocabularies, models). Added:
+// OUT/tflite is the folder an export with a static source length wrote. The
+// manifest in it says which page: translator.json (`python -m
+// keras_attention.translation export RUN OUT --source-length N`) gets the
+// translation page, g2p.json (`python examples/g2p_cmudict.py export --run-dir
+// RUN OUT --source-length N`) the grapheme-to-phoneme page. Added:
 //
 //   index.html, app.js, src/*.js            the page and its reusable modules
 //   vendor/litertjs-core.js                 @litertjs/core's ES module
@@ -27,7 +30,24 @@ const WASM_FILES = [
   "litert_wasm_compat_internal.js",
   "litert_wasm_compat_internal.wasm",
 ];
-const PAGE_FILES = ["index.html", "app.js", "src/tokenizer.js", "src/translator.js", "src/heatmap.js"];
+// Each page: its manifest, and the files copied (source in web/ → name in the export).
+const PAGES = {
+  "translator.json": {
+    "index.html": "index.html",
+    "app.js": "app.js",
+    "src/litert_model.js": "src/litert_model.js",
+    "src/tokenizer.js": "src/tokenizer.js",
+    "src/translator.js": "src/translator.js",
+    "src/heatmap.js": "src/heatmap.js",
+  },
+  "g2p.json": {
+    "g2p.html": "index.html",
+    "g2p_app.js": "g2p_app.js",
+    "src/litert_model.js": "src/litert_model.js",
+    "src/pronouncer.js": "src/pronouncer.js",
+    "src/heatmap.js": "src/heatmap.js",
+  },
+};
 
 function fail(message) {
   console.error(`web/build.mjs: ${message}`);
@@ -43,16 +63,19 @@ function copyModule(from, to) {
 
 function main(argv) {
   if (argv.length !== 1 || argv[0].startsWith("-")) {
-    fail("usage: node web/build.mjs EXPORT_TFLITE_DIR (the folder holding translator.json)");
+    fail("usage: node web/build.mjs EXPORT_TFLITE_DIR (the folder holding translator.json or g2p.json)");
   }
   const out = resolve(argv[0]);
-  const configPath = join(out, "translator.json");
-  if (!existsSync(configPath)) fail(`${configPath} does not exist: pass an export's tflite/ folder`);
+  const manifest = Object.keys(PAGES).find((name) => existsSync(join(out, name)));
+  if (!manifest) {
+    fail(`${out} holds neither ${Object.keys(PAGES).join(" nor ")}: pass an export's tflite/ folder`);
+  }
+  const configPath = join(out, manifest);
   const config = JSON.parse(readFileSync(configPath, "utf-8"));
   if (!Number.isInteger(config.source_length)) {
     fail(
       `${configPath} has no static source_length; LiteRT.js refuses a dynamic input ` +
-        "dimension. Export again with --source-length N (e.g. 64).",
+        "dimension. Export again with --source-length N.",
     );
   }
   for (const [variant, file] of Object.entries(config.models ?? {})) {
@@ -64,7 +87,7 @@ function main(argv) {
   }
   mkdirSync(join(out, "src"), { recursive: true });
   mkdirSync(join(out, "vendor", "wasm"), { recursive: true });
-  for (const file of PAGE_FILES) copyFileSync(join(WEB, file), join(out, file));
+  for (const [from, to] of Object.entries(PAGES[manifest])) copyFileSync(join(WEB, from), join(out, to));
   copyModule(join(core, "dist", "index.js"), join(out, "vendor", "litertjs-core.js"));
   copyModule(
     join(MODULES, "wasm-utils", "dist", "index.js"),

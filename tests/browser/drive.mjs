@@ -1,5 +1,5 @@
-// Drives the translation page in headless Chromium, for tests/test_browser.py
-// and benchmarks/browser_benchmark.py.
+// Drives a page of web/ (translation or G2P) in headless Chromium, for
+// tests/test_browser*.py and benchmarks/browser_benchmark.py.
 //
 //   node tests/browser/drive.mjs REQUEST.json > ANSWER.json
 //
@@ -9,6 +9,7 @@
 //   "cases": [{"text", "variant", "search"}],   in order; "type": false sets
 //                                                the text box without typing
 //   "screenshot": {"path", "case"} or null       after that case (its index)
+//   "button": "#translate"                       the page's button (default)
 // }
 // ANSWER: {
 //   "load_ms", "first_answer_ms",              from navigation start
@@ -97,7 +98,7 @@ try {
         await page.type("#source", item.text);
       }
       const before = await page.$eval("body", (b) => Number(b.dataset.answers ?? 0));
-      await page.click("#translate");
+      await page.click(request.button ?? "#translate");
       await page.waitForFunction(
         (n) => Number(document.body.dataset.answers ?? 0) > n,
         { timeout: TIMEOUT },
@@ -115,7 +116,7 @@ try {
             source_ids: parse(output.dataset.sourceIds),
             message: message.textContent,
             kind: message.dataset.kind ?? null,
-            warning: document.getElementById("warning").textContent,
+            warning: document.getElementById("warning")?.textContent ?? "",
             ms: Number(document.getElementById("time").dataset.ms ?? NaN),
             heatmap: [document.getElementById("heatmap").width, document.getElementById("heatmap").height],
             state: document.body.dataset.state,

@@ -16,44 +16,22 @@
 //   result.text;       // "un homme fait du vélo ."
 //   result.attention;  // output pieces × source pieces, rows of Float32Array
 
-import { Tensor, loadAndCompile, loadLiteRt } from "@litertjs/core";
+import { loadAndCompile } from "@litertjs/core";
 
+import {
+  InputError,
+  checkManifest,
+  checkSourceIds,
+  fetchOk,
+  loadRuntime,
+  runSearch,
+  signatureFor,
+} from "./litert_model.js";
 import { WordpieceTokenizer } from "./tokenizer.js";
 
+export { InputError };
+
 export const CONFIG_FILE = "translator.json";
-
-/**
- * Text the page refuses before the model runs, with what to do about it.
- * `kind`: "blank", "too_long" or "character".
- */
-export class InputError extends Error {
-  constructor(kind, message, details = {}) {
-    super(message);
-    this.name = "InputError";
-    this.kind = kind;
-    this.details = details;
-  }
-}
-
-let liteRtLoading = null;
-
-/** Loads the LiteRT.js runtime once per page from the folder of its .wasm files. */
-export function loadRuntime(wasmUrl) {
-  liteRtLoading ??= loadLiteRt(wasmUrl);
-  return liteRtLoading;
-}
-
-async function fetchOk(url) {
-  const response = await fetch(url);
-  if (!response.ok) throw new Error(`${url}: HTTP ${response.status} ${response.statusText}`);
-  return response;
-}
-
-/** The signature whose manifest entry has `search` equal to `kind`, or null. */
-function signatureFor(config, kind) {
-  const entry = Object.entries(config.signatures ?? {}).find(([, s]) => s.search === kind);
-  return entry ? entry[0] : null;
-}
 
 export class Translator {
   /**
@@ -83,7 +61,7 @@ export class Translator {
   static async load(baseUrl, { variant, wasmUrl, config = null }) {
     const base = new URL(baseUrl);
     config ??= await (await fetchOk(new URL(CONFIG_FILE, base))).json();
-    checkConfig(config, variant);
+    checkManifest(config, variant, CONFIG_FILE);
     const [sourceText, targetText] = await Promise.all(
       ["source", "target"].map(async (side) => {
         const url = new URL(config[side].vocab_file, base);
@@ -136,18 +114,7 @@ export class Translator {
    * and `max_source_length`, each an integer in [0, source vocabulary).
    */
   checkIds(ids) {
-    const limit = Math.min(this.sourceLength, this.maxSourceLength);
-    if (ids.length > limit) {
-      throw new RangeError(`The source has ${ids.length} ids, more than the model's ${limit}.`);
-    }
-    const size = this.source.vocabSize;
-    ids.forEach((id, position) => {
-      if (!Number.isInteger(id) || id < 0 || id >= size) {
-        throw new RangeError(
-          `Invalid source id ${id} at position ${position}: ids must be integers in [0, ${size}).`,
-        );
-      }
-    });
+    checkSourceIds(ids, Math.min(this.sourceLength, this.maxSourceLength), this.source.vocabSize);
   }
 
   /**
@@ -164,34 +131,14 @@ export class Translator {
         `This export has no ${search} signature (export it with --tflite-beam for beam search).`,
       );
     }
-    const padded = new Int32Array(this.sourceLength).fill(this.config.pad_id);
-    padded.set(ids);
-    const input = new Tensor(padded, [1, this.sourceLength]);
-    let outputs;
-    try {
-      outputs = await this.model.run(signature, { [this.inputName]: input });
-    } finally {
-      input.delete();
-    }
-    try {
-      const tokens = Array.from(outputs.tokens.toTypedArray());
-      let n = outputs.lengths.toTypedArray()[0];
-      if (n > 0 && tokens[n - 1] === this.target.endId) n -= 1;
-      const [, , columns] = outputs.attention.type.layout.dimensions; // (1, L, N)
-      const weights = outputs.attention.toTypedArray();
-      const attention = [];
-      for (let row = 0; row < n; row++) {
-        attention.push(weights.slice(row * columns, row * columns + ids.length));
-      }
-      return {
-        ids: tokens.slice(0, n),
-        attention,
-        logProb: outputs.log_probs.toTypedArray()[0],
-        score: outputs.scores ? outputs.scores.toTypedArray()[0] : null,
-      };
-    } finally {
-      for (const tensor of Object.values(outputs)) tensor.delete();
-    }
+    return runSearch(this.model, {
+      signature,
+      inputName: this.inputName,
+      ids,
+      sourceLength: this.sourceLength,
+      padId: this.config.pad_id,
+      endId: this.target.endId,
+    });
   }
 
   /**
@@ -221,21 +168,5 @@ export class Translator {
 
   delete() {
     this.model.delete();
-  }
-}
-
-function checkConfig(config, variant) {
-  if (!Number.isInteger(config.source_length)) {
-    throw new Error(
-      `${CONFIG_FILE} has no static source_length: LiteRT.js refuses a dynamic input ` +
-        "dimension. Export with --source-length N (e.g. 64).",
-    );
-  }
-  if (!config.models?.[variant]) {
-    const known = Object.keys(config.models ?? {}).join(", ");
-    throw new Error(`${CONFIG_FILE} has no "${variant}" model; it has: ${known}.`);
-  }
-  if (!signatureFor(config, "greedy")) {
-    throw new Error(`${CONFIG_FILE} lists no greedy signature.`);
   }
 }

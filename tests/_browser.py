@@ -1,0 +1,116 @@
+"""What the browser tests share: the requirements, a static server, the driver.
+
+The pages of `web/` run in headless Chromium (Debian's `chromium`, or the
+browser named by `KERAS_ATTENTION_CHROMIUM`) driven by puppeteer-core
+(`tests/browser/drive.mjs`), against a static server on 127.0.0.1. Without a
+browser, Node.js or `npm ci` the tests skip with the reason; under `CI=true`
+that is a failure.
+"""
+
+import contextlib
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from urllib.parse import unquote
+from urllib.parse import urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DRIVER = ROOT / "tests" / "browser" / "drive.mjs"
+BUILD = ROOT / "web" / "build.mjs"
+
+
+def requirements():
+    """What is missing to run a browser here, as one sentence, or None."""
+    missing = []
+    chromium = os.environ.get("KERAS_ATTENTION_CHROMIUM", "/usr/bin/chromium")
+    if not Path(chromium).exists():
+        missing.append(f"no browser at {chromium} (apt-get install -y chromium)")
+    if shutil.which("node") is None:
+        missing.append("no `node` on the PATH")
+    for package in ("puppeteer-core", "@litertjs/core"):
+        if not (ROOT / "node_modules" / package / "package.json").exists():
+            missing.append(f"node_modules/{package} is missing (npm ci)")
+    return "; ".join(missing) or None
+
+
+def chromium_or_skip():
+    """The browser's path; skips with the reason when one cannot run (fails under CI)."""
+    reason = requirements()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and the browser tests cannot run: {reason}")
+        pytest.skip(f"browser tests need Chromium, Node.js and npm ci: {reason}")
+    return os.environ.get("KERAS_ATTENTION_CHROMIUM", "/usr/bin/chromium")
+
+
+def build_page(folder):
+    """`node web/build.mjs folder`; asserts that it succeeded."""
+    done = subprocess.run(["node", str(BUILD), str(folder)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@contextlib.contextmanager
+def static_server(folder):
+    """Serves `folder` on 127.0.0.1; yields (index URL, [(path, status)])."""
+    served = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format, *args):
+            served.append((self.path, args[1] if len(args) > 1 else None))
+
+    handler = functools.partial(Handler, directory=str(folder))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/index.html", served
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def drive(chromium, url, cases, tmp_path, screenshot=None, button=None):
+    """Runs `cases` on the page in one browser session; returns the driver's answer."""
+    request = {
+        "url": url,
+        "chromium": chromium,
+        "user_data_dir": str(tmp_path / "profile"),
+        "cases": cases,
+        "screenshot": screenshot,
+    }
+    if button:
+        request["button"] = button
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(request), encoding="utf-8")
+    done = subprocess.run(
+        ["node", str(DRIVER), str(path)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer = json.loads(done.stdout)
+    assert answer["state"] == "ready", answer.get("load_error")
+    return answer
+
+
+def console_errors(answer):
+    """The page's console errors, without LiteRT.js' INFO and WARNING log lines."""
+    return [e for e in answer["console_errors"] if not e.startswith(("INFO:", "WARNING:"))]
+
+
+def assert_fetched_only_its_folder(answer, url, served, folder):
+    """Every request went to the page's server, for a file of its folder, without error."""
+    origin = urlsplit(url).netloc
+    assert answer["requests"]
+    assert all(urlsplit(u).netloc == origin for u in answer["requests"]), answer["requests"]
+    for path, status in served:
+        assert status in ("200", "304"), (path, status)  # 304: cached
+        assert (Path(folder) / unquote(urlsplit(path).path).lstrip("/")).is_file()
+    assert answer["failed_requests"] == []
+    assert answer["page_errors"] == []
+    assert console_errors(answer) == []
