@@ -1,6 +1,7 @@
 """The export traces TensorFlow graphs: it needs Keras on TensorFlow."""
 
 import keras
+import tensorflow as tf
 
 
 class BackendError(RuntimeError):
@@ -23,3 +24,17 @@ def check_tensorflow_backend(what):
             f"{what} needs the TensorFlow backend (KERAS_BACKEND=tensorflow); "
             f"the current backend is {backend!r}."
         )
+
+
+class ExportModule(tf.Module):
+    """A `tf.Module` of an export, built only when Keras runs on TensorFlow
+    (else `BackendError`, before anything else is done).
+
+    Args:
+        what: the export, for the error ("TFLite export").
+        name: the module's name.
+    """
+
+    def __init__(self, what, name):
+        check_tensorflow_backend(what)
+        super().__init__(name=name)

@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from keras_attention.export.backend import check_tensorflow_backend
+from keras_attention.export.backend import ExportModule
 from keras_attention.export.tflite import GENERATE_OUTPUTS
 from keras_attention.export.tflite import check_captured_variables
 from keras_attention.export.tflite import source_signature
@@ -14,7 +14,7 @@ from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.validation import check_positive_int
 
 
-class ServingGenerator(tf.Module):
+class ServingGenerator(ExportModule):
     """Greedy (`serving_default`) and beam (`beam`) signatures over a batch.
 
     Args:
@@ -47,8 +47,7 @@ class ServingGenerator(tf.Module):
         source_spec=None,
         max_batch=MAX_BATCH,
     ):
-        check_tensorflow_backend("SavedModel export")
-        super().__init__(name="serving_generator")
+        super().__init__("SavedModel export", name="serving_generator")
         beam_width = check_beam_width(beam_width, generator.target_vocabulary_size)
         check_positive_int("max_batch", max_batch)
         self.max_batch = int(max_batch)

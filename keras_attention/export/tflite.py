@@ -23,6 +23,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from keras_attention.export.backend import ExportModule
 from keras_attention.export.backend import check_tensorflow_backend
 from keras_attention.export.operators import non_builtin_operators
 from keras_attention.generation.search_defaults import COVERAGE_PENALTY
@@ -95,7 +96,7 @@ def real_length(source):
     return tf.reduce_max(tf.where(present, positions, 0))
 
 
-class LiteGenerator(tf.Module):
+class LiteGenerator(ExportModule):
     """The concrete functions of a generator's TFLite model, weights frozen.
 
     Args:
@@ -140,8 +141,7 @@ class LiteGenerator(tf.Module):
         names=None,
         source_length=None,
     ):
-        check_tensorflow_backend("TFLite export")
-        super().__init__(name="lite_generator")
+        super().__init__("TFLite export", name="lite_generator")
         names = dict(names or {})
         if beam_width is not None:
             beam_width = check_beam_width(beam_width, generator.target_vocabulary_size)

@@ -164,16 +164,12 @@ def build_translator(
         An uncompiled `keras.Model` with inputs `source_ids`, `decoder_input_ids`
         (int32, 0-padded) and output logits (batch, T, target_vocab_size).
     """
-    encoder_units = _check_arguments(
-        source_vocab_size,
-        target_vocab_size,
-        attention,
-        embedding_dim,
-        units,
-        encoder_units,
-        conditional,
-        decoder_init,
-    )
+    _check_choices(attention, conditional, decoder_init)
+    check_positive_int("source_vocab_size", source_vocab_size)
+    check_positive_int("target_vocab_size", target_vocab_size)
+    check_positive_int("embedding_dim", embedding_dim)
+    check_positive_int("units", units)
+    encoder_units = _encoder_units(attention, units, encoder_units)
     source = keras.Input((None,), dtype="int32", name="source_ids")
     decoder_input = keras.Input((None,), dtype="int32", name="decoder_input_ids")
     memory, initial_state = _encoder(
@@ -202,18 +198,9 @@ def build_translator(
     return keras.Model([source, decoder_input], logits, name=f"translator_{attention}")
 
 
-def _check_arguments(
-    source_vocab_size,
-    target_vocab_size,
-    attention,
-    embedding_dim,
-    units,
-    encoder_units,
-    conditional,
-    decoder_init,
-):
-    """Raises `ValueError` for arguments of `build_translator` that build no
-    model; returns `encoder_units` (units / 2 when None)."""
+def _check_choices(attention, conditional, decoder_init):
+    """Raises `ValueError` for an `attention`, `conditional` or
+    `decoder_init` of `build_translator` that names no model."""
     if attention not in ATTENTIONS:
         raise ValueError(
             f"Invalid value for argument `attention`. Expected one of {ATTENTIONS}. "
@@ -225,10 +212,12 @@ def _check_arguments(
             f"Invalid value for argument `decoder_init`. Expected one of {DECODER_INITS}. "
             f"Received: decoder_init={decoder_init!r}"
         )
-    check_positive_int("source_vocab_size", source_vocab_size)
-    check_positive_int("target_vocab_size", target_vocab_size)
-    check_positive_int("embedding_dim", embedding_dim)
-    check_positive_int("units", units)
+
+
+def _encoder_units(attention, units, encoder_units):
+    """`encoder_units` of `build_translator`, units / 2 when None, checked
+    against `units` (even for the default; equal to the memory for
+    "luong-dot")."""
     if encoder_units is None:
         if units % 2:
             raise ValueError(

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_attention.export.backend import check_tensorflow_backend
+from keras_attention.export.backend import ExportModule
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BATCH
@@ -34,7 +34,7 @@ from keras_attention.validation import check_positive_int
 SIGNATURES = ("serving_default", "beam")
 
 
-class ServingTranslator(tf.Module):
+class ServingTranslator(ExportModule):
     """Text in, text out: tokenization, search and detokenization in one graph.
 
     Args:
@@ -64,8 +64,7 @@ class ServingTranslator(tf.Module):
         length_penalty=LENGTH_PENALTY,
         max_batch=MAX_BATCH,
     ):
-        check_tensorflow_backend("SavedModel export")
-        super().__init__(name="serving_translator")
+        super().__init__("SavedModel export", name="serving_translator")
         check_positive_int("max_batch", max_batch)
         self.translator = translator
         self.max_length = max_length

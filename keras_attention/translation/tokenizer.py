@@ -165,21 +165,11 @@ class SubwordTokenizer(tf.Module):
     def lower_case(self) -> bool:
         return self._lower_case
 
-    @property
-    def pad_id(self) -> int:
-        return PAD_ID
-
-    @property
-    def unk_id(self) -> int:
-        return UNK_ID
-
-    @property
-    def start_id(self) -> int:
-        return START_ID
-
-    @property
-    def end_id(self) -> int:
-        return END_ID
+    # The reserved ids: the same in every vocabulary, read-only.
+    pad_id = property(lambda self: PAD_ID)
+    unk_id = property(lambda self: UNK_ID)
+    start_id = property(lambda self: START_ID)
+    end_id = property(lambda self: END_ID)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def normalize(self, strings):
