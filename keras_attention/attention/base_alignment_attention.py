@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from keras_attention.attention.base_attention import BaseAttention
+from keras_attention.attention.base_attention import call_arguments
 from keras_attention.attention.base_attention import refuse_abstract_base
 from keras_attention.masking import shape_str
 from keras_attention.masking import zero_masked
@@ -141,24 +142,16 @@ class BaseAlignmentAttention(BaseAttention):
         )
         return _outputs(context, weights, state, return_attention_scores, return_attention_state)
 
-    def compute_output_spec(
-        self,
-        query,
-        value,
-        key=None,
-        previous_alignment=None,
-        previous_cumulative=None,
-        query_mask=None,
-        value_mask=None,
-        return_attention_scores=False,
-        return_attention_state=False,
-        training=None,
-    ):
-        self._check_call_inputs(query, value, key, query_mask, value_mask)
-        if previous_alignment is not None:
+    def compute_output_spec(self, *args, **kwargs):
+        arguments = call_arguments(self, args, kwargs)
+        query, value = arguments["query"], arguments["value"]
+        self._check_call_inputs(
+            query, value, arguments["key"], arguments["query_mask"], arguments["value_mask"]
+        )
+        if arguments["previous_alignment"] is not None:
             self._check_per_key(
                 "previous_alignment",
-                previous_alignment,
+                arguments["previous_alignment"],
                 value.shape,
                 "the weights of the previous step",
             )
@@ -168,7 +161,13 @@ class BaseAlignmentAttention(BaseAttention):
             name: keras.KerasTensor(per_key, dtype=self.state_dtype)
             for name in self.attention_state_keys
         }
-        return _outputs(context, weights, state, return_attention_scores, return_attention_state)
+        return _outputs(
+            context,
+            weights,
+            state,
+            arguments["return_attention_scores"],
+            arguments["return_attention_state"],
+        )
 
 
 def _outputs(context, weights, state, return_attention_scores, return_attention_state):

@@ -20,6 +20,8 @@ here, once, with messages in the symbols of the docs: batch, T_q, T_v, d_q,
 d_k, d_v, units.
 """
 
+import inspect
+
 import keras
 from keras import ops
 
@@ -533,19 +535,14 @@ class BaseAttention(keras.layers.Layer):
             **common,
         )
 
-    def compute_output_spec(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        return_attention_scores=False,
-        training=None,
-    ):
-        self._check_call_inputs(query, value, key, query_mask, value_mask)
+    def compute_output_spec(self, *args, **kwargs):
+        arguments = call_arguments(self, args, kwargs)
+        query, value = arguments["query"], arguments["value"]
+        self._check_call_inputs(
+            query, value, arguments["key"], arguments["query_mask"], arguments["value_mask"]
+        )
         context, weights = self._output_specs(query.shape, value.shape)
-        if return_attention_scores:
+        if arguments["return_attention_scores"]:
             return context, weights
         return context
 
@@ -562,6 +559,17 @@ class BaseAttention(keras.layers.Layer):
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None, **kwargs):
         return tuple(query_shape[:-1]) + (value_shape[-1],)
+
+
+def call_arguments(layer, args, kwargs):
+    """The arguments of `layer.call` by name, defaults filled in.
+
+    `compute_output_spec(*args, **kwargs)` takes what `call` takes: binding
+    them against `call`'s signature keeps the one list of them there.
+    """
+    bound = inspect.signature(layer.call).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return bound.arguments
 
 
 def refuse_abstract_base(layer, base, layers, use):

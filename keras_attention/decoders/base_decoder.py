@@ -20,6 +20,7 @@ import keras
 from keras import ops
 
 from keras_attention.attention.base_attention import BaseAttention
+from keras_attention.attention.base_attention import call_arguments
 from keras_attention.decoders.cell_machinery import CellMachinery
 from keras_attention.decoders.cell_machinery import cell_arguments
 from keras_attention.decoders.cell_machinery import deserialize_cell
@@ -305,20 +306,14 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
         """The size of what the cell reads after y_{t-1} (the context, h̃ or nothing)."""
         raise NotImplementedError
 
-    def compute_output_spec(
-        self,
-        target_embeddings,
-        memory,
-        initial_state=None,
-        target_embeddings_mask=None,
-        memory_mask=None,
-        training=None,
-    ):
+    def compute_output_spec(self, *args, **kwargs):
+        arguments = call_arguments(self, args, kwargs)
+        target_embeddings, memory = arguments["target_embeddings"], arguments["memory"]
         self._check_inputs(
             target_embeddings.shape,
             memory.shape,
-            initial_state,
-            (target_embeddings_mask, memory_mask),
+            arguments["initial_state"],
+            (arguments["target_embeddings_mask"], arguments["memory_mask"]),
         )
         batch, steps = target_embeddings.shape[:2]
         dtype = self.compute_dtype
