@@ -12,7 +12,7 @@ import keras
 from keras import ops
 
 from keras_attention.attention.base_attention import BaseAttention
-from keras_attention.attention.base_attention import call_arguments
+from keras_attention.attention.base_attention import bound_arguments
 from keras_attention.attention.base_attention import refuse_abstract_base
 from keras_attention.masking import shape_str
 from keras_attention.masking import zero_masked
@@ -143,7 +143,7 @@ class BaseAlignmentAttention(BaseAttention):
         return _outputs(context, weights, state, return_attention_scores, return_attention_state)
 
     def compute_output_spec(self, *args, **kwargs):
-        arguments = call_arguments(self, args, kwargs)
+        arguments = bound_arguments(self.call, args, kwargs)
         query, value = arguments["query"], arguments["value"]
         self._check_call_inputs(
             query, value, arguments["key"], arguments["query_mask"], arguments["value_mask"]

@@ -536,7 +536,7 @@ class BaseAttention(keras.layers.Layer):
         )
 
     def compute_output_spec(self, *args, **kwargs):
-        arguments = call_arguments(self, args, kwargs)
+        arguments = bound_arguments(self.call, args, kwargs)
         query, value = arguments["query"], arguments["value"]
         self._check_call_inputs(
             query, value, arguments["key"], arguments["query_mask"], arguments["value_mask"]
@@ -561,13 +561,14 @@ class BaseAttention(keras.layers.Layer):
         return tuple(query_shape[:-1]) + (value_shape[-1],)
 
 
-def call_arguments(layer, args, kwargs):
-    """The arguments of `layer.call` by name, defaults filled in.
+def bound_arguments(method, args, kwargs):
+    """The arguments `method` takes, by name, defaults filled in, from `args`, `kwargs`.
 
-    `compute_output_spec(*args, **kwargs)` takes what `call` takes: binding
-    them against `call`'s signature keeps the one list of them there.
+    A method that takes what another takes (`compute_output_spec` what `call`
+    takes, an override what the method it overrides takes) is written
+    `(*args, **kwargs)` and binds them here: the list stays in one signature.
     """
-    bound = inspect.signature(layer.call).bind(*args, **kwargs)
+    bound = inspect.signature(method).bind(*args, **kwargs)
     bound.apply_defaults()
     return bound.arguments
 

@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from keras_attention.attention.base_attention import BaseAttention
+from keras_attention.attention.base_attention import bound_arguments
 from keras_attention.attention.base_attention import refuse_abstract_base
 from keras_attention.masking import masked_softmax
 from keras_attention.masking import shape_error as _arg_error
@@ -115,65 +116,43 @@ class ContentAttention(BaseAttention):
             shape = shape[:2] + (self.num_heads,) + shape[2:]
         return self.dropout_mask(shape, training)
 
-    def attend_step(
-        self,
-        query,
-        value,
-        processed_keys,
-        attention_state,
-        value_mask=None,
-        query_mask=None,
-        training=None,
-        noise=None,
-        *,
-        _memory_zeroed=False,
-    ):
-        """One step of the contract (see `BaseAttention.attend_step`).
+    def attend_step(self, *args, **kwargs):
+        """One step of the contract: the arguments and returns of `BaseAttention.attend_step`.
 
         The weights depend on the query and keys alone: the state is the empty
         dict, passed on. With several heads, the weights returned are the
         average of the heads' (the alignment a plot shows); `attend` gives
         each head's.
         """
-        self._check_state(attention_state, tuple(value.shape))
-        if len(query.shape) != 2:
-            raise _arg_error("query", "(batch, d_q) for one step", query.shape)
-        return self._attend_averaged(
-            query, value, processed_keys, query_mask, value_mask, training, noise, _memory_zeroed
-        )
+        step = bound_arguments(super().attend_step, args, kwargs)
+        self._check_state(step["attention_state"], tuple(step["value"].shape))
+        if len(step["query"].shape) != 2:
+            raise _arg_error("query", "(batch, d_q) for one step", step["query"].shape)
+        return self._attend_averaged(step, step["noise"])
 
-    def attend_sequence(
-        self,
-        query,
-        value,
-        processed_keys,
-        value_mask=None,
-        query_mask=None,
-        training=None,
-        attention_state=None,
-        *,
-        _memory_zeroed=False,
-    ):
-        """Every query at once, in parallel (see `BaseAttention.attend_sequence`)."""
-        if attention_state is not None:
-            self._check_state(attention_state, tuple(value.shape))
-        return self._attend_averaged(
-            query, value, processed_keys, query_mask, value_mask, training, None, _memory_zeroed
-        )
+    def attend_sequence(self, *args, **kwargs):
+        """Every query at once, in parallel: the arguments and returns of
+        `BaseAttention.attend_sequence`."""
+        sequence = bound_arguments(super().attend_sequence, args, kwargs)
+        if sequence["attention_state"] is not None:
+            self._check_state(sequence["attention_state"], tuple(sequence["value"].shape))
+        return self._attend_averaged(sequence, None)
 
-    def _attend_averaged(
-        self, query, value, processed_keys, query_mask, value_mask, training, noise, memory_zeroed
-    ):
-        """`attend` as the contract returns it: `(context, the heads' average weights, {})`."""
+    def _attend_averaged(self, arguments, noise):
+        """`attend` as the contract returns it: `(context, the heads' average weights, {})`.
+
+        arguments: those of `attend_step` or `attend_sequence`, by name.
+        """
+        query = arguments["query"]
         context, weights = self.attend(
             query,
-            value,
-            processed_keys,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            training=training,
+            arguments["value"],
+            arguments["processed_keys"],
+            query_mask=arguments["query_mask"],
+            value_mask=arguments["value_mask"],
+            training=arguments["training"],
             dropout_mask=noise,
-            _memory_zeroed=memory_zeroed,
+            _memory_zeroed=arguments["_memory_zeroed"],
         )
         if len(weights.shape) > len(query.shape):
             # Several heads: (B, H, [T_q,] T_v) → the head average.

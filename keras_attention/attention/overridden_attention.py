@@ -14,6 +14,7 @@ wrapped; the translation toolkit's `explain` command decodes with one.
 import keras
 from keras import ops
 
+from keras_attention.attention.base_attention import bound_arguments
 from keras_attention.attention.content_attention import ContentAttention
 from keras_attention.masking import zero_masked
 
@@ -133,34 +134,18 @@ class OverriddenAttention(ContentAttention):
     def _permutation_keys(self, shape):
         return keras.random.uniform(shape, seed=self.seed_generator, dtype="float32")
 
-    def attend(
-        self,
-        query,
-        value,
-        processed_keys,
-        query_mask=None,
-        value_mask=None,
-        training=None,
-        dropout_mask=None,
-        *,
-        _memory_zeroed=False,
-    ):
-        """The wrapped layer's `attend`, with its weights replaced.
+    def attend(self, *args, **kwargs):
+        """The wrapped layer's `attend` (the same arguments), with its weights replaced.
 
         dropout_mask: None (draws here), or a slice of what `dropout_mask`
         returned, of the shape of the weights (batch, [T_q,] T_v).
         """
-        draws = {} if dropout_mask is None else dropout_mask
+        arguments = bound_arguments(super().attend, args, kwargs)
+        draws = {} if arguments["dropout_mask"] is None else arguments["dropout_mask"]
         _, weights = self.attention.attend(
-            query,
-            value,
-            processed_keys,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            training=training,
-            dropout_mask=draws.get("dropout"),
-            _memory_zeroed=_memory_zeroed,
+            **{**arguments, "dropout_mask": draws.get("dropout")}
         )  # (B, [T_q,] T_v)
+        value_mask, query_mask = arguments["value_mask"], arguments["query_mask"]
         if value_mask is None:
             keep = ops.ones_like(weights, dtype="bool")
         else:
@@ -177,8 +162,8 @@ class OverriddenAttention(ContentAttention):
                 keys = self._permutation_keys(ops.shape(weights))
             weights = _permute(weights, keep, keys)
         weights = zero_masked(weights, query_mask)  # padded queries attend to nothing
-        value = ops.cast(value, weights.dtype)
-        if not _memory_zeroed:
+        value = ops.cast(arguments["value"], weights.dtype)
+        if not arguments["_memory_zeroed"]:
             value = zero_masked(value, value_mask)  # 0 · NaN is NaN
         if len(weights.shape) == 2:
             context = ops.einsum("bv,bvd->bd", weights, value)  # (B, d_v)

@@ -20,7 +20,7 @@ import keras
 from keras import ops
 
 from keras_attention.attention.base_attention import BaseAttention
-from keras_attention.attention.base_attention import call_arguments
+from keras_attention.attention.base_attention import bound_arguments
 from keras_attention.decoders.cell_machinery import CellMachinery
 from keras_attention.decoders.cell_machinery import cell_arguments
 from keras_attention.decoders.cell_machinery import deserialize_cell
@@ -307,7 +307,7 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
         raise NotImplementedError
 
     def compute_output_spec(self, *args, **kwargs):
-        arguments = call_arguments(self, args, kwargs)
+        arguments = bound_arguments(self.call, args, kwargs)
         target_embeddings, memory = arguments["target_embeddings"], arguments["memory"]
         self._check_inputs(
             target_embeddings.shape,
