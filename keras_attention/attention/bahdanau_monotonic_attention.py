@@ -57,15 +57,20 @@ class BahdanauMonotonicAttention(BaseMonotonicAttention):
 
     Example:
 
+    >>> import keras
     >>> import numpy as np
     >>> layer = BahdanauMonotonicAttention(units=16, score_bias_init=-1.0)
-    >>> decoder_states = np.zeros((2, 3, 8), "float32")  # (batch, T_q, d_q)
-    >>> encoder_outputs = np.ones((2, 5, 12), "float32")  # (batch, T_v, d_v)
+    >>> previous = np.array([[0, 0, 1, 0, 0]] * 2, "float32")  # α_{t-1}: the third key
     >>> context, weights = layer(
-    ...     decoder_states, encoder_outputs, return_attention_scores=True
+    ...     np.zeros((2, 3, 8), "float32"),  # (batch, T_q, d_q)
+    ...     np.ones((2, 5, 12), "float32"),  # (batch, T_v, d_v)
+    ...     previous_alignment=previous,
+    ...     return_attention_scores=True,
     ... )
     >>> tuple(context.shape), tuple(weights.shape)
     ((2, 3, 12), (2, 3, 5))
+    >>> float(keras.ops.convert_to_numpy(weights)[:, :, :2].max())  # it never moves back
+    0.0
     """
 
     def __init__(

@@ -47,17 +47,15 @@ class LuongMonotonicAttention(BaseMonotonicAttention):
     >>> import keras
     >>> import numpy as np
     >>> layer = LuongMonotonicAttention(mode="hard", score_bias_init=1.0)
-    >>> decoder_state = np.zeros((2, 8), "float32")  # (batch, d_q)
-    >>> encoder_outputs = np.ones((2, 5, 12), "float32")  # (batch, T_v, d_v)
-    >>> context, weights, state = layer(
-    ...     decoder_state,
-    ...     encoder_outputs,
+    >>> context, weights = layer(
+    ...     np.zeros((2, 8), "float32"),  # one decoder step: (batch, d_q)
+    ...     np.ones((2, 5, 12), "float32"),  # (batch, T_v, d_v)
     ...     return_attention_scores=True,
-    ...     return_attention_state=True,
     ... )
-    >>> weights = keras.ops.convert_to_numpy(weights)
-    >>> tuple(context.shape), weights[0].tolist(), sorted(state)
-    ((2, 12), [1.0, 0.0, 0.0, 0.0, 0.0], ['alignment'])
+    >>> tuple(context.shape)
+    (2, 12)
+    >>> keras.ops.convert_to_numpy(weights)[0].tolist()  # p = 1 at the first key: it stops there
+    [1.0, 0.0, 0.0, 0.0, 0.0]
     """
 
     def __init__(
