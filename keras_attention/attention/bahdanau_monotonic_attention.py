@@ -80,12 +80,10 @@ class BahdanauMonotonicAttention(BaseMonotonicAttention):
         score_bias_init=0.0,
         mode="parallel",
         normalize=False,
-        seed=None,
-        kernel_initializer="glorot_uniform",
         **kwargs,
     ):
-        # The arguments of BaseMonotonicAttention, in its order.
-        super().__init__(sigmoid_noise, score_bias_init, mode, seed, kernel_initializer, **kwargs)
+        # `seed` and `kernel_initializer` go to BaseMonotonicAttention by name.
+        super().__init__(sigmoid_noise, score_bias_init, mode, **kwargs)
         check_positive_int("units", units)
         self.units = units
         self.normalize = bool(normalize)

@@ -65,12 +65,10 @@ class LuongMonotonicAttention(BaseMonotonicAttention):
         score_bias_init=0.0,
         mode="parallel",
         scale=False,
-        seed=None,
-        kernel_initializer="glorot_uniform",
         **kwargs,
     ):
-        # The arguments of BaseMonotonicAttention, in its order.
-        super().__init__(sigmoid_noise, score_bias_init, mode, seed, kernel_initializer, **kwargs)
+        # `seed` and `kernel_initializer` go to BaseMonotonicAttention by name.
+        super().__init__(sigmoid_noise, score_bias_init, mode, **kwargs)
         check_positive_int("units", units, allow_none=True)
         self.units = units
         self.scale = bool(scale)
