@@ -94,7 +94,13 @@ class BahdanauDecoder(BaseDecoder):
         **kwargs,
     ):
         super().__init__(
-            units=units, attention=attention, cell_type=cell_type, seed=seed, cell=cell, **kwargs
+            units=units,
+            attention=attention,
+            cell_type=cell_type,
+            seed=seed,
+            cell=cell,
+            output_units=output_units,
+            **kwargs,
         )
         if not isinstance(conditional, bool):
             raise ValueError(
@@ -117,7 +123,6 @@ class BahdanauDecoder(BaseDecoder):
                     f"cell's output state (state {self._output_state}, of size {size}); "
                     f"the cell's output has size {self.units}. Received: cell={self.cell!r}"
                 )
-        self.output_units = output_units
         self.conditional = conditional
         # The conditional recurrence's second cell, which reads the context.
         self.attended_cell = self._make_cell("attended_cell") if conditional else None
@@ -258,10 +263,7 @@ class BahdanauDecoder(BaseDecoder):
             weights["recurrent_bias"] = recurrent_bias
         return weights
 
-    def _output_dim(self):
-        return self.output_units or self.units
-
     def get_config(self):
         config = super().get_config()
-        config.update({"output_units": self.output_units, "conditional": self.conditional})
+        config.update({"conditional": self.conditional})
         return config

@@ -85,6 +85,8 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
             `keras.layers.RNN` does; a cell of one's own that draws random
             numbers in its `call` draws them inside the loop, which JAX
             refuses (`UnexpectedTracerError`).
+        output_units: size of the per-step outputs (the subclass says what
+            they are); defaults to `units`.
         **kwargs: base layer arguments.
 
     The attention can be stateful (`LocationSensitiveAttention`,
@@ -114,7 +116,10 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
         list of its flattened states, or one tensor for a one-state cell).
     """
 
-    def __init__(self, units=None, attention=None, cell_type=None, seed=None, cell=None, **kwargs):
+    def __init__(
+        self, units=None, attention=None, cell_type=None, cell=None, output_units=None, **kwargs
+    ):
+        kwargs.pop("seed", None)  # ignored (see `seed` above)
         super().__init__(**kwargs)
         units, cell_type, cell = cell_arguments(units, cell_type, cell)
         if isinstance(attention, dict):
@@ -130,6 +135,7 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
             )
         self.attention = attention
         self._init_cell(units, cell_type, cell)
+        self.output_units = output_units
         self.supports_masking = True
         self.embedding_dim = None
         self.memory_dim = None
@@ -300,7 +306,7 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
 
     def _output_dim(self):
         """The size of the per-step output of `call` and `step`."""
-        raise NotImplementedError
+        return self.output_units or self.units
 
     def _cell_extra_dim(self):
         """The size of what the cell reads after y_{t-1} (the context, h̃ or nothing)."""
@@ -421,6 +427,7 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
                 "units": self.units,
                 "attention": keras.saving.serialize_keras_object(self.attention),
                 "cell_type": self.cell_type,
+                "output_units": self.output_units,
                 "cell": None
                 if self._builtin_cell
                 else keras.saving.serialize_keras_object(self.cell),

@@ -72,24 +72,12 @@ class LuongDecoder(BaseDecoder):
     ['attention_alignment', 'attention_cumulative', 'attentional', 'state_0']
     """
 
-    def __init__(
-        self,
-        units=None,
-        attention=None,
-        cell_type=None,
-        input_feeding=True,
-        output_units=None,
-        seed=None,
-        cell=None,
-        **kwargs,
-    ):
-        super().__init__(
-            units=units, attention=attention, cell_type=cell_type, seed=seed, cell=cell, **kwargs
-        )
+    def __init__(self, units=None, attention=None, cell_type=None, input_feeding=True, **kwargs):
+        # `output_units`, `seed` and `cell` go to BaseDecoder by name.
+        super().__init__(units=units, attention=attention, cell_type=cell_type, **kwargs)
         self.input_feeding = bool(input_feeding)
-        self.output_units = output_units
         self.attentional = keras.layers.Dense(
-            output_units or self.units,
+            self.attentional_units,
             activation="tanh",
             use_bias=False,
             name="combine",
@@ -243,5 +231,5 @@ class LuongDecoder(BaseDecoder):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"input_feeding": self.input_feeding, "output_units": self.output_units})
+        config.update({"input_feeding": self.input_feeding})
         return config
