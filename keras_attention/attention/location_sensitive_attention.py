@@ -75,9 +75,8 @@ class LocationSensitiveAttention(BaseAlignmentAttention):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_positive_int("units", units)
-        check_positive_int("filters", filters)
-        check_positive_int("kernel_size", kernel_size)
+        for name, size in (("units", units), ("filters", filters), ("kernel_size", kernel_size)):
+            check_positive_int(name, size)
         self.units = units
         self.filters = filters
         self.kernel_size = kernel_size
