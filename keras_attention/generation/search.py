@@ -68,13 +68,7 @@ _NEG_INF = float("-inf")
 
 
 def greedy_search(
-    step_fn,
-    initial_state,
-    start_tokens,
-    end_token,
-    max_length,
-    source_length,
-    source_mask=None,
+    step_fn, initial_state, start_tokens, end_token, max_length, source_length, source_mask=None
 ):
     """Decodes by taking the most probable token at every step.
 
