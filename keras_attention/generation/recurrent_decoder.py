@@ -3,6 +3,9 @@
 import keras
 from keras import ops
 
+from keras_attention.attention.base_attention import bound_arguments
+from keras_attention.decoders.base_decoder import BaseDecoder
+
 
 class RecurrentDecoder:
     """A Keras `GRU`, `LSTM` or `SimpleRNN` as a decoder without attention.
@@ -58,19 +61,18 @@ class RecurrentDecoder:
         out.update(zip(self.state_names, new, strict=True))
         return output, ops.zeros_like(decode_state["memory_mask"]), out
 
-    def __call__(
-        self,
-        target_embeddings,
-        memory,
-        initial_state=None,
-        target_embeddings_mask=None,
-        memory_mask=None,
-        training=False,
-    ):
+    def __call__(self, *args, **kwargs):
+        """The recurrent layer over the target embeddings: `(outputs, None, None)`.
+
+        The arguments are those of `BaseDecoder.call`; `memory` and
+        `memory_mask` are not read, and `training` defaults to False.
+        """
+        arguments = bound_arguments(BaseDecoder.call, (self, *args), kwargs)
+        training = arguments["training"]
         outputs = self.layer(
-            target_embeddings,
-            initial_state=initial_state,
-            mask=target_embeddings_mask,
-            training=training,
+            arguments["target_embeddings"],
+            initial_state=arguments["initial_state"],
+            mask=arguments["target_embeddings_mask"],
+            training=False if training is None else training,
         )
         return outputs, None, None
