@@ -47,9 +47,9 @@ class BahdanauMonotonicAttention(BaseMonotonicAttention):
         score_bias_init: initial value of the scalar bias r. Defaults to 0.
         mode: "parallel", "recursive" or "hard". Defaults to "parallel".
         normalize: weight-normalized score (see above). Defaults to False.
-        seed: seed of the noise.
-        kernel_initializer: initializer of W_a, U_a and v_a.
-        **kwargs: base layer arguments (`name`, `dtype`, ...).
+        **kwargs: `seed`, the seed of the noise; `kernel_initializer`, the
+            initializer of W_a, U_a and v_a (both kept by
+            `BaseMonotonicAttention`); base layer arguments (`name`, `dtype`, ...).
 
     Call arguments, returns and step-by-step use: those of
     `BaseAlignmentAttention`. The state is `{"alignment": (batch, T_v)}`, and

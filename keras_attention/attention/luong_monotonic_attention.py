@@ -35,9 +35,9 @@ class LuongMonotonicAttention(BaseMonotonicAttention):
         score_bias_init: initial value of the scalar bias r. Defaults to 0.
         mode: "parallel", "recursive" or "hard". Defaults to "parallel".
         scale: learn the scalar g. Defaults to False.
-        seed: seed of the noise.
-        kernel_initializer: initializer of W_m.
-        **kwargs: base layer arguments (`name`, `dtype`, ...).
+        **kwargs: `seed`, the seed of the noise; `kernel_initializer`, the
+            initializer of W_m (both kept by `BaseMonotonicAttention`); base
+            layer arguments (`name`, `dtype`, ...).
 
     Call arguments, returns and step-by-step use: those of
     `BaseAlignmentAttention`, as for `BahdanauMonotonicAttention`.

@@ -75,9 +75,6 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
             or `LuongMonotonicAttention`.
         cell_type: "gru" or "lstm", the built-in cell of `units` units; None
             (the default) means "gru" unless `cell` is given.
-        seed: ignored: a decoder draws no random numbers of its own (its
-            attention and its cell have their own seeds). Accepted so that
-            code and `.keras` files that pass it keep working.
         cell: any Keras RNN cell instead of the built-in one (see
             `BahdanauDecoder` and `LuongDecoder` for what it reads and which
             of its outputs queries the attention). With `training`, the
@@ -87,7 +84,10 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
             refuses (`UnexpectedTracerError`).
         output_units: size of the per-step outputs (the subclass says what
             they are); defaults to `units`.
-        **kwargs: base layer arguments.
+        **kwargs: base layer arguments, and `seed`, ignored: a decoder draws
+            no random numbers of its own (its attention and its cell have
+            their own seeds). It is accepted so that code and `.keras` files
+            that pass it keep working.
 
     The attention can be stateful (`LocationSensitiveAttention`,
     `BahdanauMonotonicAttention`, `LuongMonotonicAttention`): its state (the
@@ -119,7 +119,7 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
     def __init__(
         self, units=None, attention=None, cell_type=None, cell=None, output_units=None, **kwargs
     ):
-        kwargs.pop("seed", None)  # ignored (see `seed` above)
+        kwargs.pop("seed", None)  # ignored (see `**kwargs` above)
         super().__init__(**kwargs)
         units, cell_type, cell = cell_arguments(units, cell_type, cell)
         if isinstance(attention, dict):

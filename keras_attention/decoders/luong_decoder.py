@@ -43,11 +43,10 @@ class LuongDecoder(BaseDecoder):
             `LuongMonotonicAttention()`.
         cell_type: "gru" (the default when no `cell` is given) or "lstm".
         input_feeding: feed h̃_{t-1} to the cell. Defaults to True.
-        output_units: size of h̃; defaults to `units`.
-        seed: ignored (see `BaseDecoder`).
-        cell: a Keras RNN cell used instead of the built-in one (see above
-            and `BaseDecoder`).
-        **kwargs: base layer arguments.
+        **kwargs: `output_units`, the size of h̃ (defaults to `units`);
+            `cell`, a Keras RNN cell used instead of the built-in one (see
+            above and `BaseDecoder`); `seed`, ignored (see `BaseDecoder`);
+            base layer arguments.
 
     Call arguments and returns: those of `BaseDecoder` (the stateful
     attention layers included); the outputs are h̃_t.

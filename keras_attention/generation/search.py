@@ -169,12 +169,13 @@ def beam_search(
     search (the beam width, the penalties, the coverage mask, the entries'
     row offsets), which split-out functions would each have to take again.
 
+    `step_fn`, `initial_state`, `start_tokens`, `end_token`, `max_length`,
+    `source_length` and `source_mask` are the arguments the module docstring
+    describes: `step_fn` is called on `batch * beam_width` rows; the search
+    repeats each entry of `initial_state` `beam_width` times; `source_mask`
+    gives the positions the coverage penalty counts.
+
     Args:
-        step_fn, initial_state, start_tokens, end_token, max_length,
-            source_length, source_mask: as the module docstring describes.
-            `step_fn` is called on `batch * beam_width` rows; the search
-            repeats each entry of `initial_state` `beam_width` times;
-            `source_mask` gives the positions the coverage penalty counts.
         beam_width: Python int, `K`, the number of hypotheses kept, at most
             `search_defaults.MAX_BEAM_WIDTH`. It shapes the graph (reshapes,
             top-k), so it cannot be a tensor.
