@@ -30,8 +30,6 @@ export (a minute per variant for the default preset).
 """
 
 import argparse
-import functools
-import http.server
 import json
 import os
 import shutil
@@ -39,7 +37,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -48,12 +45,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, str(ROOT / "tests"))
 
+import _browser  # noqa: E402
 import _report  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-DRIVER = ROOT / "tests" / "browser" / "drive.mjs"
 SECTION = "In the browser (LiteRT.js)"
 SIGNATURES = {"greedy": "translate", "beam": "translate_beam"}
 SPEED_TARGET = 2.0
@@ -83,47 +81,10 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-class _Server:
-    """A static server of `folder` on 127.0.0.1 that records what it sent."""
-
-    def __init__(self, folder):
-        self.sent = []
-        sent = self.sent
-
-        class Handler(http.server.SimpleHTTPRequestHandler):
-            def log_message(self, format, *args):
-                sent.append((self.path, args[1] if len(args) > 1 else None))
-
-        handler = functools.partial(Handler, directory=str(folder))
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/index.html"
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 def drive(chromium, url, cases, screenshot=None):
+    """The page's answers to `cases` in a fresh browser profile."""
     with tempfile.TemporaryDirectory() as tmp:
-        request = {
-            "url": url,
-            "chromium": chromium,
-            "user_data_dir": os.path.join(tmp, "profile"),
-            "cases": cases,
-            "screenshot": screenshot,
-            "timeout_ms": 600_000,
-        }
-        path = os.path.join(tmp, "request.json")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(request, f)
-        done = subprocess.run(["node", str(DRIVER), path], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"the browser driver failed:\n{done.stderr[-3000:]}")
-    answer = json.loads(done.stdout)
-    if answer.get("state") != "ready":
-        raise SystemExit(f"the page did not load: {answer.get('load_error')}")
-    return answer
+        return _browser.drive(chromium, url, cases, tmp, screenshot, timeout_ms=600_000)
 
 
 def python_litert(folder, variant, signature, sources, source_length, end_id):
@@ -175,7 +136,6 @@ def main(argv=None):
     source, target = translator.source_tokenizer, translator.target_tokenizer
     data_dir = args.data_dir
     if data_dir is None:
-        sys.path.insert(0, str(ROOT / "tests"))
         from _data_paths import multi30k_dir
 
         data_dir = multi30k_dir()
@@ -204,18 +164,17 @@ def main(argv=None):
     export_seconds = time.perf_counter() - started
     folder = out / "tflite"
     subprocess.run(["node", str(ROOT / "web" / "build.mjs"), str(folder)], check=True)
-    server = _Server(folder)
     rows, loads = [], []
-    try:
+    with _browser.static_server(folder) as (url, sent):
         for variant in variants:
             # A fresh profile for each variant: nothing cached.
-            server.sent.clear()
+            sent.clear()
             first = drive(
                 args.chromium,
-                server.url,
+                url,
                 [{"text": sentences[0], "variant": variant, "search": "greedy", "type": False}],
             )
-            fetched = {p.split("?")[0] for p, _ in server.sent}
+            fetched = {p.split("?")[0] for p, _ in sent}
             size = sum((folder / p.lstrip("/")).stat().st_size for p in fetched)
             loads.append((variant, first["load_ms"], first["first_answer_ms"], size))
             for search, signature in SIGNATURES.items():
@@ -223,7 +182,7 @@ def main(argv=None):
                     {"text": s, "variant": variant, "search": search, "type": False}
                     for s in sentences
                 ]
-                answer = drive(args.chromium, server.url, cases)
+                answer = drive(args.chromium, url, cases)
                 page_ids = [r["ids"] for r in answer["results"]]
                 page_ms = [r["ms"] for r in answer["results"]]
                 source_equal = sum(
@@ -250,12 +209,10 @@ def main(argv=None):
         if args.screenshot:
             drive(
                 args.chromium,
-                server.url,
+                url,
                 [{"text": args.screenshot_text, "variant": variants[-1], "search": "beam"}],
                 screenshot={"path": str(Path(args.screenshot).resolve()), "case": 0},
             )
-    finally:
-        server.close()
 
     sizes = {v: (folder / f"translator_{v}.tflite").stat().st_size for v in variants}
     lines = [

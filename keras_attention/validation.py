@@ -1,5 +1,6 @@
 """Argument checks shared by the layers and the translation toolkit."""
 
+import inspect
 import numbers
 
 
@@ -27,3 +28,15 @@ def check_positive_int(name, value, allow_none=False):
         raise ValueError(
             f"Invalid value for argument `{name}`. Expected {expected}. Received: {name}={value!r}"
         )
+
+
+def bound_arguments(method, args, kwargs):
+    """The arguments `method` takes, by name, defaults filled in, from `args`, `kwargs`.
+
+    A method that takes what another takes (`compute_output_spec` what `call`
+    takes, an override what the method it overrides takes) is written
+    `(*args, **kwargs)` and binds them here: the list stays in one signature.
+    """
+    bound = inspect.signature(method).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return bound.arguments

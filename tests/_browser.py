@@ -76,22 +76,25 @@ def static_server(folder):
         httpd.server_close()
 
 
-def drive(chromium, url, cases, tmp_path, screenshot=None, button=None):
-    """Runs `cases` on the page in one browser session; returns the driver's answer."""
+def drive(chromium, url, cases, tmp_path, screenshot=None, button=None, timeout_ms=120_000):
+    """Runs `cases` on the page in one browser session; returns the driver's answer.
+
+    `tmp_path` receives the request and the browser profile; `timeout_ms`
+    bounds the page's load and each case.
+    """
     request = {
         "url": url,
         "chromium": chromium,
-        "user_data_dir": str(tmp_path / "profile"),
+        "user_data_dir": str(Path(tmp_path) / "profile"),
         "cases": cases,
         "screenshot": screenshot,
+        "timeout_ms": timeout_ms,
     }
     if button:
         request["button"] = button
-    path = tmp_path / "request.json"
+    path = Path(tmp_path) / "request.json"
     path.write_text(json.dumps(request), encoding="utf-8")
-    done = subprocess.run(
-        ["node", str(DRIVER), str(path)], capture_output=True, text=True, timeout=600
-    )
+    done = subprocess.run(["node", str(DRIVER), str(path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     answer = json.loads(done.stdout)
     assert answer["state"] == "ready", answer.get("load_error")

@@ -20,8 +20,6 @@ here, once, with messages in the symbols of the docs: batch, T_q, T_v, d_q,
 d_k, d_v, units.
 """
 
-import inspect
-
 import keras
 from keras import ops
 
@@ -32,6 +30,7 @@ from keras_attention.masking import shape_str
 from keras_attention.masking import shapes_compatible
 from keras_attention.masking import softmax_dtype
 from keras_attention.masking import zero_masked
+from keras_attention.validation import bound_arguments
 
 # The shapes of the inputs, in the symbols of the docs and the error messages.
 _SYMBOLS = {
@@ -559,18 +558,6 @@ class BaseAttention(keras.layers.Layer):
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None, **kwargs):
         return tuple(query_shape[:-1]) + (value_shape[-1],)
-
-
-def bound_arguments(method, args, kwargs):
-    """The arguments `method` takes, by name, defaults filled in, from `args`, `kwargs`.
-
-    A method that takes what another takes (`compute_output_spec` what `call`
-    takes, an override what the method it overrides takes) is written
-    `(*args, **kwargs)` and binds them here: the list stays in one signature.
-    """
-    bound = inspect.signature(method).bind(*args, **kwargs)
-    bound.apply_defaults()
-    return bound.arguments
 
 
 def refuse_abstract_base(layer, base, layers, use):

@@ -12,13 +12,13 @@ import keras
 from keras import ops
 
 from keras_attention.attention.base_attention import BaseAttention
-from keras_attention.attention.base_attention import bound_arguments
 from keras_attention.attention.base_attention import refuse_abstract_base
 from keras_attention.masking import masked_softmax
 from keras_attention.masking import shape_error as _arg_error
 from keras_attention.masking import shape_str
 from keras_attention.masking import shapes_compatible
 from keras_attention.masking import zero_masked
+from keras_attention.validation import bound_arguments
 from keras_attention.validation import check_positive_int
 
 

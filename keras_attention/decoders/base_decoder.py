@@ -20,7 +20,6 @@ import keras
 from keras import ops
 
 from keras_attention.attention.base_attention import BaseAttention
-from keras_attention.attention.base_attention import bound_arguments
 from keras_attention.decoders.cell_machinery import CellMachinery
 from keras_attention.decoders.cell_machinery import cell_arguments
 from keras_attention.decoders.cell_machinery import deserialize_cell
@@ -28,6 +27,7 @@ from keras_attention.decoders.decoder_checks import DecoderChecks
 from keras_attention.loops import scan
 from keras_attention.masking import shape_error as _shape_error
 from keras_attention.masking import zero_masked
+from keras_attention.validation import bound_arguments
 
 
 @dataclasses.dataclass(frozen=True)
