@@ -15,8 +15,9 @@
 #   more there before the compilation cache below. They run on TensorFlow
 #   and PyTorch;
 # - then, still beside the first run, SECOND_CORE_TENSORFLOW on TensorFlow
-#   with `python -m pytest -q`: a module that trains in its own processes,
-#   moved so that the two runs take about the same time.
+#   with `python -m pytest -q`: modules that train (in their own processes,
+#   or the G2P page's quick model), moved so that the two runs take about
+#   the same time.
 #
 # The TensorFlow run uses about one core (most of its time is Python, not
 # kernels), so the other runs go beside it, on the second core of a 2-core
@@ -79,9 +80,11 @@ JAX_SELECTED=(
     tests/test_custom_attention.py::test_the_pages_noisy_mechanism_draws_before_the_loop_and_trains
 )
 
-# About 150 s: nine training processes, each killed inside a write.
+# About 150 s: nine training processes, each killed inside a write; about
+# 90 s: the G2P page in Chromium (a quick training, an export, the browser).
 SECOND_CORE_TENSORFLOW=(
     tests/test_kill_resume.py
+    tests/test_browser_g2p.py
 )
 ignored=()
 for module in "${SECOND_CORE_TENSORFLOW[@]}"; do ignored+=("--ignore=$module"); done
