@@ -79,6 +79,35 @@ class NonFiniteOutputError(ValueError):
     """The model's scores are NaN or infinite; the message names the sentence."""
 
 
+def _search_function(translator, method, beam_width, length_penalty):
+    """The translator's greedy or beam search as one traced function of (B, S) ids."""
+    if method not in ("greedy", "beam"):
+        raise ValueError(
+            "Invalid value for argument `method`. Expected 'greedy' or 'beam'. "
+            f"Received: method={method!r}"
+        )
+    signature = [tf.TensorSpec((None, None), tf.int32)]
+    if method == "greedy":
+        return tf.function(lambda ids: translator.greedy(ids), input_signature=signature)
+    return tf.function(
+        lambda ids: translator.beam(ids, beam_width=beam_width, length_penalty=length_penalty),
+        input_signature=signature,
+    )
+
+
+def _check_finite(scores, index):
+    """Raises NonFiniteOutputError naming the first sentence (of `index`) with a
+    log-probability in `scores` (B,) that is NaN or infinite."""
+    if np.all(np.isfinite(scores)):
+        return
+    row = int(np.flatnonzero(~np.isfinite(scores))[0])
+    raise NonFiniteOutputError(
+        f"The model's output is not finite ({scores[row]} log-probability) for "
+        f"sentence {int(index[row]) + 1}: its weights or activations hold NaN or "
+        "infinite values, and every translation would be empty or wrong."
+    )
+
+
 def decode_corpus(
     translator,
     sentences,
@@ -111,22 +140,7 @@ def decode_corpus(
     """
     import keras
 
-    if method not in ("greedy", "beam"):
-        raise ValueError(
-            "Invalid value for argument `method`. Expected 'greedy' or 'beam'. "
-            f"Received: method={method!r}"
-        )
-    signature = [tf.TensorSpec((None, None), tf.int32)]
-    if method == "greedy":
-        search = tf.function(
-            lambda ids: translator.greedy(ids),
-            input_signature=signature,
-        )
-    else:
-        search = tf.function(
-            lambda ids: translator.beam(ids, beam_width=beam_width, length_penalty=length_penalty),
-            input_signature=signature,
-        )
+    search = _search_function(translator, method, beam_width, length_penalty)
     source = translator.source_tokenizer.tokenize(tf.constant(list(sentences)))
     lengths = source.row_lengths().numpy()
     order = np.argsort(lengths, kind="stable")  # similar lengths share a batch
@@ -137,14 +151,7 @@ def decode_corpus(
         index = order[begin : begin + batch_size]
         ids = tf.cast(tf.gather(source, index).to_tensor(), tf.int32)
         out = search(ids)
-        scores = out["log_probs"].numpy()  # (B,)
-        if not np.all(np.isfinite(scores)):
-            row = int(np.flatnonzero(~np.isfinite(scores))[0])
-            raise NonFiniteOutputError(
-                f"The model's output is not finite ({scores[row]} log-probability) for "
-                f"sentence {int(index[row]) + 1}: its weights or activations hold NaN or "
-                "infinite values, and every translation would be empty or wrong."
-            )
+        _check_finite(out["log_probs"].numpy(), index)
         tokens = out["tokens"].numpy()
         attention = out["attention"].numpy()
         text = translator.detokenize(tokens)

@@ -74,6 +74,52 @@ def make_dataset(
     Returns:
         A `tf.data.Dataset` of `((source_ids, decoder_input_ids), target_ids)`.
     """
+    src_texts, tgt_texts, bucket_boundaries = _checked_arguments(
+        src_texts,
+        tgt_texts,
+        src_tokenizer,
+        tgt_tokenizer,
+        batch_size,
+        max_examples,
+        bucket_boundaries,
+        shuffle_buffer_size,
+    )
+    if max_examples is not None:
+        src_texts = src_texts[:max_examples]
+        tgt_texts = tgt_texts[:max_examples]
+    num_examples = len(src_texts)
+
+    # Tokenized once, up front; the cache keeps the framed rows in memory and the
+    # shuffle after it reorders them again at every pass.
+    source = tf.cast(src_tokenizer.tokenize(src_texts), tf.int32)  # (N, None)
+    target = tf.cast(tgt_tokenizer.tokenize(tgt_texts), tf.int32)  # (N, None)
+    frame = functools.partial(_frame, start_id=tgt_tokenizer.start_id, end_id=tgt_tokenizer.end_id)
+    dataset = tf.data.Dataset.from_tensor_slices((source, target))
+    dataset = dataset.map(frame).cache()
+    if shuffle:
+        dataset = dataset.shuffle(
+            shuffle_buffer_size or num_examples,
+            seed=seed,
+            reshuffle_each_iteration=True,
+        )
+
+    dataset = _batched(dataset, batch_size, bucket_boundaries, source, target)
+    dataset = dataset.map(_to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _checked_arguments(
+    src_texts,
+    tgt_texts,
+    src_tokenizer,
+    tgt_tokenizer,
+    batch_size,
+    max_examples,
+    bucket_boundaries,
+    shuffle_buffer_size,
+):
+    """`make_dataset`'s argument checks; returns the texts as lists and the
+    bucket boundaries as a tuple (or None)."""
     check_positive_int("batch_size", batch_size)
     check_positive_int("max_examples", max_examples, allow_none=True)
     check_positive_int("shuffle_buffer_size", shuffle_buffer_size, allow_none=True)
@@ -106,25 +152,12 @@ def make_dataset(
                 f"pad_id=0 (batches are padded with 0). Received: pad_id="
                 f"{tokenizer.pad_id}"
             )
-    if max_examples is not None:
-        src_texts = src_texts[:max_examples]
-        tgt_texts = tgt_texts[:max_examples]
-    num_examples = len(src_texts)
+    return src_texts, tgt_texts, bucket_boundaries
 
-    # Tokenized once, up front; the cache keeps the framed rows in memory and the
-    # shuffle after it reorders them again at every pass.
-    source = tf.cast(src_tokenizer.tokenize(src_texts), tf.int32)  # (N, None)
-    target = tf.cast(tgt_tokenizer.tokenize(tgt_texts), tf.int32)  # (N, None)
-    frame = functools.partial(_frame, start_id=tgt_tokenizer.start_id, end_id=tgt_tokenizer.end_id)
-    dataset = tf.data.Dataset.from_tensor_slices((source, target))
-    dataset = dataset.map(frame).cache()
-    if shuffle:
-        dataset = dataset.shuffle(
-            shuffle_buffer_size or num_examples,
-            seed=seed,
-            reshuffle_each_iteration=True,
-        )
 
+def _batched(dataset, batch_size, bucket_boundaries, source, target):
+    """Pads and batches framed pairs, by length bucket unless `bucket_boundaries`
+    is None; `source` and `target` (N, None) give the number of batches."""
     padded_shapes = ([None], [None], [None])
     padding_values = (0, 0, 0)
     if bucket_boundaries is None:
@@ -147,8 +180,7 @@ def make_dataset(
         per_bucket = np.bincount(buckets, minlength=len(bucket_boundaries) + 1)
         num_batches = int(np.sum(-(-per_bucket // batch_size)))  # Ceiling.
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(num_batches))
-    dataset = dataset.map(_to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return dataset
 
 
 def _frame(source, target, start_id, end_id):
