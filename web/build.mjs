@@ -11,7 +11,7 @@
 // translation page, g2p.json (`python examples/g2p_cmudict.py export --run-dir
 // RUN OUT --source-length N`) the grapheme-to-phoneme page. Added:
 //
-//   index.html, app.js, src/*.js            the page and its reusable modules
+//   index.html, page.css, app.js, src/*.js  the page and its reusable modules
 //   vendor/litertjs-core.js                 @litertjs/core's ES module
 //   vendor/litertjs-wasm-utils.js           its @litertjs/wasm-utils (import map)
 //   vendor/wasm/litert_wasm_internal.*      the WebAssembly runtime (relaxed SIMD)
@@ -34,16 +34,20 @@ const WASM_FILES = [
 const PAGES = {
   "translator.json": {
     "index.html": "index.html",
+    "page.css": "page.css",
     "app.js": "app.js",
     "src/litert_model.js": "src/litert_model.js",
+    "src/page.js": "src/page.js",
     "src/tokenizer.js": "src/tokenizer.js",
     "src/translator.js": "src/translator.js",
     "src/heatmap.js": "src/heatmap.js",
   },
   "g2p.json": {
     "g2p.html": "index.html",
+    "page.css": "page.css",
     "g2p_app.js": "g2p_app.js",
     "src/litert_model.js": "src/litert_model.js",
+    "src/page.js": "src/page.js",
     "src/pronouncer.js": "src/pronouncer.js",
     "src/heatmap.js": "src/heatmap.js",
   },

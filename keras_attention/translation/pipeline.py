@@ -74,16 +74,11 @@ def make_dataset(
     Returns:
         A `tf.data.Dataset` of `((source_ids, decoder_input_ids), target_ids)`.
     """
-    src_texts, tgt_texts, bucket_boundaries = _checked_arguments(
-        src_texts,
-        tgt_texts,
-        src_tokenizer,
-        tgt_tokenizer,
-        batch_size,
-        max_examples,
-        bucket_boundaries,
-        shuffle_buffer_size,
-    )
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("max_examples", max_examples, allow_none=True)
+    check_positive_int("shuffle_buffer_size", shuffle_buffer_size, allow_none=True)
+    bucket_boundaries = _checked_boundaries(bucket_boundaries)
+    src_texts, tgt_texts = _checked_pairs(src_texts, tgt_texts, src_tokenizer, tgt_tokenizer)
     if max_examples is not None:
         src_texts = src_texts[:max_examples]
         tgt_texts = tgt_texts[:max_examples]
@@ -108,31 +103,26 @@ def make_dataset(
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def _checked_arguments(
-    src_texts,
-    tgt_texts,
-    src_tokenizer,
-    tgt_tokenizer,
-    batch_size,
-    max_examples,
-    bucket_boundaries,
-    shuffle_buffer_size,
-):
-    """`make_dataset`'s argument checks; returns the texts as lists and the
-    bucket boundaries as a tuple (or None)."""
-    check_positive_int("batch_size", batch_size)
-    check_positive_int("max_examples", max_examples, allow_none=True)
-    check_positive_int("shuffle_buffer_size", shuffle_buffer_size, allow_none=True)
-    if bucket_boundaries is not None:
-        bucket_boundaries = tuple(bucket_boundaries)
-        for i, boundary in enumerate(bucket_boundaries):
-            check_positive_int(f"bucket_boundaries[{i}]", boundary)
-        if not bucket_boundaries or list(bucket_boundaries) != sorted(set(bucket_boundaries)):
-            raise ValueError(
-                "Invalid value for argument `bucket_boundaries`. Expected strictly "
-                "increasing positive integers, or None. "
-                f"Received: bucket_boundaries={bucket_boundaries!r}"
-            )
+def _checked_boundaries(bucket_boundaries):
+    """`bucket_boundaries` as a tuple, or None; a ValueError unless they are
+    strictly increasing positive integers."""
+    if bucket_boundaries is None:
+        return None
+    bucket_boundaries = tuple(bucket_boundaries)
+    for i, boundary in enumerate(bucket_boundaries):
+        check_positive_int(f"bucket_boundaries[{i}]", boundary)
+    if not bucket_boundaries or list(bucket_boundaries) != sorted(set(bucket_boundaries)):
+        raise ValueError(
+            "Invalid value for argument `bucket_boundaries`. Expected strictly "
+            "increasing positive integers, or None. "
+            f"Received: bucket_boundaries={bucket_boundaries!r}"
+        )
+    return bucket_boundaries
+
+
+def _checked_pairs(src_texts, tgt_texts, src_tokenizer, tgt_tokenizer):
+    """The texts as lists; a ValueError unless they are aligned, not empty, and
+    both tokenizers pad with 0."""
     src_texts = list(src_texts)
     tgt_texts = list(tgt_texts)
     if len(src_texts) != len(tgt_texts):
@@ -142,17 +132,14 @@ def _checked_arguments(
         )
     if not src_texts:
         raise ValueError("Invalid value for argument `src_texts`. Received no pairs.")
-    for name, tokenizer in (
-        ("src_tokenizer", src_tokenizer),
-        ("tgt_tokenizer", tgt_tokenizer),
-    ):
+    for name, tokenizer in (("src_tokenizer", src_tokenizer), ("tgt_tokenizer", tgt_tokenizer)):
         if tokenizer.pad_id != 0:
             raise ValueError(
                 f"Invalid value for argument `{name}`. Expected a tokenizer with "
                 f"pad_id=0 (batches are padded with 0). Received: pad_id="
                 f"{tokenizer.pad_id}"
             )
-    return src_texts, tgt_texts, bucket_boundaries
+    return src_texts, tgt_texts
 
 
 def _batched(dataset, batch_size, bucket_boundaries, source, target):
