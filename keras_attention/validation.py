@@ -1,5 +1,6 @@
 """Argument checks shared by the layers and the translation toolkit."""
 
+import functools
 import inspect
 import numbers
 
@@ -36,7 +37,20 @@ def bound_arguments(method, args, kwargs):
     A method that takes what another takes (`compute_output_spec` what `call`
     takes, an override what the method it overrides takes) is written
     `(*args, **kwargs)` and binds them here: the list stays in one signature.
+    An override's `attend_step` runs at every decoder step when a backend runs
+    eagerly, so the signature is read once per function, not at every call.
     """
-    bound = inspect.signature(method).bind(*args, **kwargs)
+    function = getattr(method, "__func__", method)
+    if function is not method:  # a bound method: its instance is the first argument
+        args = (method.__self__, *args)
+    bound = _signature(function).bind(*args, **kwargs)
     bound.apply_defaults()
-    return bound.arguments
+    arguments = bound.arguments
+    if function is not method:
+        arguments.pop(next(iter(arguments)))  # `self`, which the caller did not pass
+    return arguments
+
+
+@functools.cache
+def _signature(function):
+    return inspect.signature(function)
