@@ -31,6 +31,23 @@ def check_positive_int(name, value, allow_none=False):
         )
 
 
+def check_same_count(first, second, first_name, second_name, unit):
+    """Raises `ValueError` unless two parallel sequences hold as many items.
+
+    Args:
+        first: a sized sequence (e.g. source lines).
+        second: the sequence that must match it item for item.
+        first_name: how the message names `first` (a file, an argument).
+        second_name: likewise for `second`.
+        unit: what one item is, plural ("lines", "sentences").
+    """
+    if len(first) != len(second):
+        raise ValueError(
+            f"{first_name} and {second_name} are not aligned: {first_name} has "
+            f"{len(first)} {unit}, {second_name} has {len(second)}."
+        )
+
+
 def bound_arguments(method, args, kwargs):
     """The arguments `method` takes, by name, defaults filled in, from `args`, `kwargs`.
 

@@ -455,7 +455,7 @@ def _fake_writers(monkeypatch, tag):
         Path(path).mkdir(parents=True)
         (Path(path) / "saved_model.pb").write_text(tag)
 
-    def tflite(translator, folder, variants, *args):
+    def tflite(translator, folder, variants, *args, **options):
         Path(folder).mkdir(parents=True)
         paths = {}
         for variant in variants:

@@ -28,10 +28,14 @@ from keras_attention.export import export_saved_model
 from keras_attention.export import export_tflite
 from keras_attention.export import non_builtin_operators
 from keras_attention.export import tflite_operators
+from keras_attention.export.generator_module import GeneratorModule
 from keras_attention.generation import search
 from keras_attention.generation import search_defaults
 from keras_attention.generation import seq2seq_generator
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
+from keras_attention.generation.search_defaults import BeamSettings
+from keras_attention.translation import lite
+from keras_attention.translation.translator import Translator
 
 pytestmark = pytest.mark.tensorflow
 
@@ -136,26 +140,53 @@ def _defaults(fn):
     }
 
 
+# Where the defaults are written: `BeamSettings` carries them to
+# `Seq2SeqGenerator.beam_graph`, the exports and the translator;
+# `GeneratorModule` to `ServingGenerator`, `export_saved_model`,
+# `LiteGenerator` and `export_tflite` (the TFLite ones override only the beam
+# width: no beam by default).
 ENTRY_POINTS = {
     "search.beam_search": search.beam_search,
     "Seq2SeqGenerator.beam": Seq2SeqGenerator.beam,
-    "Seq2SeqGenerator.beam_graph": Seq2SeqGenerator.beam_graph,
-    "ServingGenerator": ServingGenerator.__init__,
-    "export_saved_model": export_saved_model,
-    "LiteGenerator": LiteGenerator.__init__,
-    "export_tflite": export_tflite,
+    "BeamSettings": search_defaults.BeamSettings,
+    "GeneratorModule": GeneratorModule.__init__,
+    "LiteGenerator (export_tflite)": LiteGenerator.__init__,
+    "Translator.beam": Translator.beam,
 }
 
 
 @pytest.mark.parametrize("where", sorted(ENTRY_POINTS))
 def test_every_entry_point_has_the_search_defaults(where):
     defaults = _defaults(ENTRY_POINTS[where])
-    assert defaults["length_penalty"] == search_defaults.LENGTH_PENALTY
-    assert defaults["coverage_penalty"] == search_defaults.COVERAGE_PENALTY
+    if not where.startswith("LiteGenerator"):  # its penalties are GeneratorModule's
+        assert defaults["length_penalty"] == search_defaults.LENGTH_PENALTY
+        assert defaults["coverage_penalty"] == search_defaults.COVERAGE_PENALTY
     # The TFLite beam signature is optional (None: none); elsewhere the width
     # is the generator's.
-    optional = where in ("LiteGenerator", "export_tflite")
+    optional = where.startswith("LiteGenerator")
     assert defaults["beam_width"] == (None if optional else search_defaults.BEAM_WIDTH)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda g: ServingGenerator(g).beam_settings,
+        lambda g: LiteGenerator(g, beam_width=search_defaults.BEAM_WIDTH).beam_settings,
+        lambda g: lite.lite_translator(_translator_of(g), beam=BeamSettings()).beam_settings,
+    ],
+    ids=["ServingGenerator", "LiteGenerator", "lite_translator"],
+)
+def test_every_export_module_holds_the_default_settings(generator_case, make):
+    assert make(generator_case.generator) == BeamSettings()
+
+
+def _translator_of(generator):
+    class Stub:  # `lite_translator` reads only the generator
+        pass
+
+    stub = Stub()
+    stub.generator = generator
+    return stub
 
 
 def test_the_defaults_are_the_published_ones():

@@ -15,6 +15,7 @@ except ImportError as error:
     ) from error
 
 from keras_attention.export.backend import BackendError
+from keras_attention.export.generator_module import GeneratorModule
 from keras_attention.export.operators import non_builtin_operators
 from keras_attention.export.operators import tflite_operators
 from keras_attention.export.operators import tflite_subgraph_operators
@@ -28,6 +29,7 @@ from keras_attention.export.tflite import export_tflite
 __all__ = [
     "BackendError",
     "QUANTIZATIONS",
+    "GeneratorModule",
     "LiteGenerator",
     "ServingGenerator",
     "convert",

@@ -2,33 +2,27 @@
 
 import tensorflow as tf
 
-from keras_attention.export.backend import ExportModule
+from keras_attention.export.generator_module import GeneratorModule
 from keras_attention.export.tflite import GENERATE_OUTPUTS
 from keras_attention.export.tflite import check_captured_variables
 from keras_attention.export.tflite import source_signature
-from keras_attention.generation.search_defaults import BEAM_WIDTH
-from keras_attention.generation.search_defaults import COVERAGE_PENALTY
-from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BATCH
-from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.validation import check_positive_int
 
 
-class ServingGenerator(ExportModule):
+class ServingGenerator(GeneratorModule):
     """Greedy (`serving_default`) and beam (`beam`) signatures over a batch.
 
     Args:
         generator: a `Seq2SeqGenerator` (its layers keep their variables).
-        max_length: most output tokens, END included; None for
-            min(2·S + 10, generator.max_output_length).
-        beam_width: the `beam` signature's width, at most
-            `search_defaults.MAX_BEAM_WIDTH` and the target vocabulary.
-        length_penalty: its GNMT length penalty.
-        coverage_penalty: its GNMT coverage penalty.
         source_spec: see `keras_attention.export.tflite.source_signature`.
         max_batch: the most sources in one request (default
             `search_defaults.MAX_BATCH`, 64); a larger batch fails with
             `InvalidArgumentError` before any work: split it.
+        **search: `max_length`, `beam_width`, `length_penalty` and
+            `coverage_penalty` of `GeneratorModule`: the output bound, and the
+            `beam` signature's width (at most `search_defaults.MAX_BEAM_WIDTH`
+            and the target vocabulary) and GNMT penalties.
 
     The search defaults are those of `Seq2SeqGenerator.beam` and the TFLite
     export (`keras_attention.generation.search_defaults`). Sources longer than
@@ -37,23 +31,10 @@ class ServingGenerator(ExportModule):
     max_source_length.
     """
 
-    def __init__(
-        self,
-        generator,
-        max_length=None,
-        beam_width=BEAM_WIDTH,
-        length_penalty=LENGTH_PENALTY,
-        coverage_penalty=COVERAGE_PENALTY,
-        source_spec=None,
-        max_batch=MAX_BATCH,
-    ):
-        super().__init__("SavedModel export", name="serving_generator")
-        beam_width = check_beam_width(beam_width, generator.target_vocabulary_size)
+    def __init__(self, generator, source_spec=None, max_batch=MAX_BATCH, **search):
+        super().__init__("SavedModel export", "serving_generator", generator, **search)
         check_positive_int("max_batch", max_batch)
         self.max_batch = int(max_batch)
-        if max_length is not None:
-            generator.resolve_max_length(None, max_length)  # checks it
-        self.generator = generator
         # Tracked here, so the SavedModel holds the weights.
         self.weights = list(generator.variables())
         spec = source_signature(generator, source_spec)
@@ -70,17 +51,11 @@ class ServingGenerator(ExportModule):
                 return tf.identity(source[:, :limit])
 
         def greedy(source):
-            result = generator.greedy_graph(bounded(source), max_length=max_length)
+            result = generator.greedy_graph(bounded(source), max_length=self.max_length)
             return {k: result[k] for k in GENERATE_OUTPUTS}
 
         def beam(source):
-            result = generator.beam_graph(
-                bounded(source),
-                beam_width=beam_width,
-                length_penalty=length_penalty,
-                coverage_penalty=coverage_penalty,
-                max_length=max_length,
-            )
+            result = generator.beam_graph(bounded(source), self.beam_settings, self.max_length)
             return {k: result[k] for k in (*GENERATE_OUTPUTS, "scores")}
 
         self.greedy = tf.function(greedy, input_signature=[batch_spec])
@@ -92,16 +67,7 @@ class ServingGenerator(ExportModule):
         )
 
 
-def export_saved_model(
-    generator,
-    path,
-    max_length=None,
-    beam_width=BEAM_WIDTH,
-    length_penalty=LENGTH_PENALTY,
-    coverage_penalty=COVERAGE_PENALTY,
-    source_spec=None,
-    max_batch=MAX_BATCH,
-):
+def export_saved_model(generator, path, **options):
     """Writes a SavedModel with `serving_default` (greedy) and `beam` signatures.
 
     Both take `source` (batch, S) int32 ids (or (batch, S, F) features), at
@@ -114,25 +80,15 @@ def export_saved_model(
     Args:
         generator: a `Seq2SeqGenerator`.
         path: the folder to write.
-        max_length: as `ServingGenerator`.
-        beam_width: as `ServingGenerator`.
-        length_penalty: as `ServingGenerator`.
-        coverage_penalty: as `ServingGenerator`.
-        source_spec: as `ServingGenerator`.
-        max_batch: as `ServingGenerator`.
+        **options: the keyword arguments of `ServingGenerator`: `max_length`,
+            `beam_width`, `length_penalty`, `coverage_penalty` (defaults from
+            `keras_attention.generation.search_defaults`), `source_spec` and
+            `max_batch`.
 
     Returns:
         The `ServingGenerator` that was saved.
     """
-    module = ServingGenerator(
-        generator,
-        max_length=max_length,
-        beam_width=beam_width,
-        length_penalty=length_penalty,
-        coverage_penalty=coverage_penalty,
-        source_spec=source_spec,
-        max_batch=max_batch,
-    )
+    module = ServingGenerator(generator, **options)
     tf.saved_model.save(
         module,
         str(path),

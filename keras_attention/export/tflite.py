@@ -23,11 +23,9 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from keras_attention.export.backend import ExportModule
 from keras_attention.export.backend import check_tensorflow_backend
+from keras_attention.export.generator_module import GeneratorModule
 from keras_attention.export.operators import non_builtin_operators
-from keras_attention.generation.search_defaults import COVERAGE_PENALTY
-from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.generation.seq2seq_generator import _at_least_one_position
 from keras_attention.validation import check_positive_int
@@ -96,21 +94,14 @@ def real_length(source):
     return tf.reduce_max(tf.where(present, positions, 0))
 
 
-class LiteGenerator(ExportModule):
+class LiteGenerator(GeneratorModule):
     """The concrete functions of a generator's TFLite model, weights frozen.
 
     Args:
         generator: a `Seq2SeqGenerator`.
-        max_length: the most output tokens of `generate` (END included), or
-            None for min(2·S + 10, generator.max_output_length).
         beam_width: also trace `generate_beam` with this width (None: no
             beam), at most `search_defaults.MAX_BEAM_WIDTH` and the target
             vocabulary.
-        length_penalty: `generate_beam`'s GNMT length penalty; the default,
-            like `coverage_penalty`'s, is `Seq2SeqGenerator.beam`'s (both
-            from `keras_attention.generation.search_defaults`), so the model
-            ranks beams as the generator does.
-        coverage_penalty: `generate_beam`'s GNMT coverage penalty.
         source_spec: see `source_signature`.
         names: rename signatures, e.g. `{"generate": "translate"}`, and the
             source input (`{"source": "source_ids"}`).
@@ -128,40 +119,30 @@ class LiteGenerator(ExportModule):
     column per source position read. An empty source (S = 0) gives an empty
     output (length 0) and one zero attention column (a TFLite model cannot
     return an empty tensor).
+
+    The other keyword arguments (`**search`) are `GeneratorModule`'s:
+    `max_length`, the most output tokens of `generate` (END included; None
+    for min(2·S + 10, generator.max_output_length)), and `generate_beam`'s
+    GNMT `length_penalty` and `coverage_penalty`, whose defaults are
+    `Seq2SeqGenerator.beam`'s (`keras_attention.generation.search_defaults`),
+    so the model ranks beams as the generator does.
     """
 
+    beam_optional = True
+
     def __init__(
-        self,
-        generator,
-        max_length=None,
-        beam_width=None,
-        length_penalty=LENGTH_PENALTY,
-        coverage_penalty=COVERAGE_PENALTY,
-        source_spec=None,
-        names=None,
-        source_length=None,
+        self, generator, beam_width=None, source_spec=None, names=None, source_length=None, **search
     ):
-        super().__init__("TFLite export", name="lite_generator")
+        super().__init__(
+            "TFLite export", "lite_generator", generator, beam_width=beam_width, **search
+        )
         names = dict(names or {})
-        if beam_width is not None:
-            beam_width = check_beam_width(beam_width, generator.target_vocabulary_size)
-        if max_length is not None:
-            generator.resolve_max_length(None, max_length)  # checks it
-        self.generator = generator
-        self.max_length = max_length
-        self.beam_width = beam_width
-        self.length_penalty = float(length_penalty)
-        self.coverage_penalty = float(coverage_penalty)
         self.names = {n: names.get(n, n) for n in ("generate", "encode", "decode_step")}
         self.names["generate_beam"] = names.get("generate_beam", "generate_beam")
         self.source_name = names.get("source", "source")
         self.source_spec = source_signature(generator, source_spec, self.source_name, source_length)
         self.source_length = source_length
-        self._trace(
-            _search_functions(
-                generator, max_length, beam_width, length_penalty, coverage_penalty, source_length
-            )
-        )
+        self._trace(_search_functions(self))
         check_captured_variables(self.concrete_functions(), [], generator)
         outputs = self.decode_step.structured_outputs
         self.recurrent_names = sorted(set(outputs) - {"logits", "attention"})
@@ -186,7 +167,7 @@ class LiteGenerator(ExportModule):
                 step_specs,
             )
             self.generate_beam = None
-            if self.beam_width is not None:
+            if self.beam_settings is not None:
                 self.generate_beam = _concrete(
                     functions["generate_beam"], self.names["generate_beam"], [spec]
                 )
@@ -219,9 +200,7 @@ class LiteGenerator(ExportModule):
                 "inputs": [self.source_name],
                 "outputs": [*GENERATE_OUTPUTS, "scores"],
                 "search": "beam",
-                "beam_width": self.beam_width,
-                "length_penalty": self.length_penalty,
-                "coverage_penalty": self.coverage_penalty,
+                **self.beam_settings.arguments(),
             }
         return {
             "format_version": _FORMAT_VERSION,
@@ -262,11 +241,11 @@ class LiteGenerator(ExportModule):
         }
 
 
-def _search_functions(
-    generator, max_length, beam_width, length_penalty, coverage_penalty, source_length
-):
+def _search_functions(lite):
     """The functions of `generate`, `generate_beam` and `encode` (by those
-    names), each of a (1, S) or (1, S, F) source, before tracing."""
+    names) of a `LiteGenerator`, each of a (1, S) or (1, S, F) source, before
+    tracing."""
+    generator, max_length, source_length = lite.generator, lite.max_length, lite.source_length
     limit = generator.max_source_length
 
     def bounded(source):
@@ -294,12 +273,7 @@ def _search_functions(
     def generate_beam(source):
         source = bounded(source)
         result = generator.beam_graph(
-            source,
-            beam_width=beam_width,
-            length_penalty=length_penalty,
-            coverage_penalty=coverage_penalty,
-            max_length=bound(source),
-            empty_columns=False,
+            source, lite.beam_settings, bound(source), empty_columns=False
         )
         return _static_rows(result, (*GENERATE_OUTPUTS, "scores"), rows)
 
@@ -426,17 +400,7 @@ def write_atomic(path, data):
         raise
 
 
-def export_tflite(
-    generator,
-    path,
-    quantization=None,
-    max_length=None,
-    beam_width=None,
-    length_penalty=LENGTH_PENALTY,
-    coverage_penalty=COVERAGE_PENALTY,
-    source_spec=None,
-    source_length=None,
-):
+def export_tflite(generator, path, quantization=None, **options):
     """Writes a builtin-ops-only TFLite model of a generator, and its manifest.
 
     The model has static batch 1 and a dynamic source length (or, with
@@ -458,21 +422,22 @@ def export_tflite(
         generator: a `Seq2SeqGenerator`.
         path: the `.tflite` file to write.
         quantization: None, "float16" or "int8" (dynamic range) weights.
-        max_length: most output tokens, END included; None for
-            min(2·S + 10, generator.max_output_length).
-        beam_width: add `generate_beam` with this many hypotheses (None: no
-            beam; `search_defaults.BEAM_WIDTH` is the generator's default), at
-            most `search_defaults.MAX_BEAM_WIDTH` and the target vocabulary.
-        length_penalty: `generate_beam`'s GNMT length penalty; as for
-            `coverage_penalty`, the default is `Seq2SeqGenerator.beam`'s
-            (`keras_attention.generation.search_defaults`).
-        coverage_penalty: `generate_beam`'s GNMT coverage penalty.
-        source_spec: see `source_signature` (needed for a generator built
-            with the explicit constructor).
-        source_length: None (dynamic), or a static source length N for
-            runtimes that refuse a dynamic dimension (LiteRT.js): the app pads
-            each source with id 0 to N; the default output bound counts the
-            real tokens (see `LiteGenerator`).
+        **options: the keyword arguments of `LiteGenerator`:
+            - `max_length`: most output tokens, END included; None for
+              min(2·S + 10, generator.max_output_length);
+            - `beam_width`: add `generate_beam` with this many hypotheses
+              (None, the default: no beam; `search_defaults.BEAM_WIDTH` is the
+              generator's default), at most `search_defaults.MAX_BEAM_WIDTH`
+              and the target vocabulary;
+            - `length_penalty`, `coverage_penalty`: `generate_beam`'s GNMT
+              penalties, by default `Seq2SeqGenerator.beam`'s
+              (`keras_attention.generation.search_defaults`);
+            - `source_spec`: see `source_signature` (needed for a generator
+              built with the explicit constructor);
+            - `source_length`: None (dynamic), or a static source length N for
+              runtimes that refuse a dynamic dimension (LiteRT.js): the app
+              pads each source with id 0 to N; the default output bound counts
+              the real tokens (see `LiteGenerator`).
 
     Returns:
         The manifest dict.
@@ -483,18 +448,10 @@ def export_tflite(
     """
     check_tensorflow_backend("TFLite export")
     _check_quantization(quantization)
-    if beam_width is not None:
-        check_beam_width(beam_width, getattr(generator, "target_vocabulary_size", None))
+    if options.get("beam_width") is not None:  # before any work, whatever the generator
+        check_beam_width(options["beam_width"], getattr(generator, "target_vocabulary_size", None))
     path = _model_path(path)
-    lite = LiteGenerator(
-        generator,
-        max_length=max_length,
-        beam_width=beam_width,
-        length_penalty=length_penalty,
-        coverage_penalty=coverage_penalty,
-        source_spec=source_spec,
-        source_length=source_length,
-    )
+    lite = LiteGenerator(generator, **options)
     data = convert(lite, quantization)
     write_atomic(path, data)
     manifest = lite.manifest()

@@ -24,11 +24,14 @@ both are called with their defaults.
   and later work use 4 to 12). The target vocabulary is the natural cap as
   well: the first step can only open `vocabulary_size` distinct hypotheses,
   so a wider beam only repeats dead ones.
+- `BeamSettings`: one beam search's width and penalties, as the exports and
+  the translator hand them to `Seq2SeqGenerator.beam_graph`.
 - `MAX_BATCH`: the most sources in one SavedModel request. With the longest
   sources and outputs, one request of 64 × beam 4 keeps about 0.5 GB of
   attention history; a larger batch is refused with a message (split it).
 """
 
+import dataclasses
 import numbers
 
 from keras import ops
@@ -84,3 +87,38 @@ def check_beam_width(beam_width, vocabulary_size=None, name="beam_width"):
             f"memory and finds nothing new. Received: {name}={beam_width!r}"
         )
     return int(beam_width)
+
+
+@dataclasses.dataclass(frozen=True)
+class BeamSettings:
+    """How one beam search ranks its hypotheses: its width and GNMT penalties.
+
+    The exports and the translator hand one of these to
+    `Seq2SeqGenerator.beam_graph`, so the three values travel together and
+    take their defaults from this module only.
+
+    Args:
+        beam_width: hypotheses kept per source.
+        length_penalty: the GNMT alpha; 0 ranks by log-probability.
+        coverage_penalty: the GNMT beta; 0 disables it.
+    """
+
+    beam_width: int = BEAM_WIDTH
+    length_penalty: float = LENGTH_PENALTY
+    coverage_penalty: float = COVERAGE_PENALTY
+
+    def checked(self, vocabulary_size=None):
+        """These settings with an int width and float penalties; `ValueError`
+        for a width out of [1, bound] (see `check_beam_width`)."""
+        return BeamSettings(
+            check_beam_width(self.beam_width, vocabulary_size),
+            float(self.length_penalty),
+            float(self.coverage_penalty),
+        )
+
+    def arguments(self):
+        """The settings as keyword arguments of `search.beam_search`."""
+        return dataclasses.asdict(self)
+
+
+DEFAULT_BEAM = BeamSettings()

@@ -28,9 +28,11 @@ from keras_attention.generation.search import beam_search
 from keras_attention.generation.search import greedy_search
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import COVERAGE_PENALTY
+from keras_attention.generation.search_defaults import DEFAULT_BEAM
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_OUTPUT_LENGTH
 from keras_attention.generation.search_defaults import MAX_SOURCE_LENGTH
+from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.generation.search_defaults import default_max_length
 from keras_attention.validation import check_positive_int
@@ -418,25 +420,27 @@ class Seq2SeqGenerator:
             result["attention"] = result["attention"][:, :, :length]  # (B, L, S)
         return result
 
-    def beam_graph(
-        self,
-        source,
-        beam_width=BEAM_WIDTH,
-        length_penalty=LENGTH_PENALTY,
-        coverage_penalty=COVERAGE_PENALTY,
-        max_length=None,
-        empty_columns=True,
-    ):
-        """Beam search as traced code; see `beam` and `greedy_graph`."""
-        beam_width = check_beam_width(beam_width, self.target_vocabulary_size)
+    def beam_graph(self, source, settings=None, max_length=None, empty_columns=True):
+        """Beam search as traced code; see `beam` and `greedy_graph`.
+
+        Args:
+            source: as in `greedy_graph`.
+            settings: a `search_defaults.BeamSettings` (width and penalties);
+                None for the defaults.
+            max_length: as in `greedy_graph`.
+            empty_columns: as in `greedy_graph`.
+        """
+        # Plain attribute reads: AutoGraph, tracing this, mistranslates calls
+        # into a dataclass.
+        settings = settings or DEFAULT_BEAM
         return self._search(
             beam_search,
             source,
             max_length,
             empty_columns,
-            beam_width=beam_width,
-            length_penalty=length_penalty,
-            coverage_penalty=coverage_penalty,
+            beam_width=check_beam_width(settings.beam_width, self.target_vocabulary_size),
+            length_penalty=settings.length_penalty,
+            coverage_penalty=settings.coverage_penalty,
         )
 
     def greedy(self, source, max_length=None):
@@ -483,14 +487,12 @@ class Seq2SeqGenerator:
             (batch,), "all_tokens" (batch, beam_width, L) and "all_scores"
             (batch, beam_width).
         """
-        beam_width = check_beam_width(beam_width, self.target_vocabulary_size)
+        settings = BeamSettings(beam_width, length_penalty, coverage_penalty)
+        settings = settings.checked(self.target_vocabulary_size)
         source = self._check_source(source)
         max_length = self.resolve_max_length(source.shape[1], max_length)
-        key = ("beam", beam_width, float(length_penalty), float(coverage_penalty))
-        fn = self._compiled_fn(
-            key,
-            lambda s, n: self.beam_graph(s, beam_width, length_penalty, coverage_penalty, n),
-        )
+        key = ("beam", *settings.arguments().values())
+        fn = self._compiled_fn(key, lambda s, n: self.beam_graph(s, settings, n))
         result = fn(source, max_length)
         out = _public(result)
         for name in ("scores", "all_tokens", "all_scores"):

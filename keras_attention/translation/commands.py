@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from keras_attention.decoders.overridden_decoder import overridden_decoder
 from keras_attention.generation.search_defaults import BEAM_WIDTH
+from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.translation import averaging
 from keras_attention.translation import evaluation
@@ -47,7 +48,7 @@ def evaluate(
     splits=TEST_SPLITS,
     methods=("greedy", "beam"),
     beam_width=BEAM_WIDTH,
-    length_penalty=0.6,
+    length_penalty=LENGTH_PENALTY,
     batch_size=64,
     baseline_run_dir=None,
     heatmaps=(0, 1, 2),

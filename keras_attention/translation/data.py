@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from keras_attention.validation import check_positive_int
+from keras_attention.validation import check_same_count
 
 logger = logging.getLogger(__name__)
 
@@ -156,11 +157,7 @@ def read_parallel(
     check_positive_int("max_words", max_words, allow_none=True)
     src_lines = _read_lines(src_path)
     tgt_lines = _read_lines(tgt_path)
-    if len(src_lines) != len(tgt_lines):
-        raise ValueError(
-            "Parallel files have different numbers of lines: "
-            f"{src_path} has {len(src_lines)}, {tgt_path} has {len(tgt_lines)}."
-        )
+    check_same_count(src_lines, tgt_lines, str(src_path), str(tgt_path), "lines")
 
     pairs = []
     skipped_empty = 0

@@ -16,6 +16,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.translation.tokenizer import postprocess
 
 # Source-length buckets (English words) of the BLEU-by-length plot.
@@ -48,7 +49,7 @@ def decode_and_score(
     method="greedy",
     batch_size=64,
     beam_width=4,
-    length_penalty=0.6,
+    length_penalty=LENGTH_PENALTY,
     progress=True,
 ):
     """Decodes `split.en` with `decode_corpus` and scores it against `split.fr`.
@@ -114,7 +115,7 @@ def decode_corpus(
     method="greedy",
     batch_size=64,
     beam_width=4,
-    length_penalty=0.6,
+    length_penalty=LENGTH_PENALTY,
     progress=True,
 ):
     """Translates `sentences` in length-sorted batches, inside the graph.

@@ -48,6 +48,7 @@ from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BATCH
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
+from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.translation.atomic import replaced_folder
 from keras_attention.translation.lite import TFLITE_CONFIG_FILE
@@ -257,15 +258,17 @@ def _write_saved_model(translator, out_dir, settings):
 
 def _write_tflite(translator, config, out_dir, settings):
     """Writes the TFLite folder; returns the manifest entry of each variant."""
+    beam = None
+    if settings.tflite_beam:
+        beam = BeamSettings(settings.beam_width, settings.length_penalty)
     paths = export_tflite(
         translator,
         out_dir / TFLITE_DIR,
         settings.variants,
         settings.max_length,
         config.get("attention"),
-        settings.source_length,
-        settings.beam_width if settings.tflite_beam else None,
-        settings.length_penalty,
+        source_length=settings.source_length,
+        beam=beam,
     )
     return {
         v: {"path": str(p.relative_to(out_dir)), "bytes": p.stat().st_size}

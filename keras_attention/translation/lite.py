@@ -85,9 +85,7 @@ def check_variants(variants):
     return variants
 
 
-def lite_translator(
-    translator, max_length=None, source_length=None, beam_width=None, length_penalty=0.6
-):
+def lite_translator(translator, max_length=None, source_length=None, beam=None):
     """The TFLite functions of a `Translator`: a `LiteGenerator` of its
     generator, with the signature `translate` (greedy) and the input
     `source_ids`.
@@ -98,21 +96,20 @@ def lite_translator(
             most output tokens of `translate`.
         source_length: None (a dynamic source length) or N, a static one:
             sources padded with id 0 to N; S above counts the real tokens.
-        beam_width: None, or add the signature `translate_beam` with this
-            many hypotheses.
-        length_penalty: `translate_beam`'s GNMT length penalty.
+        beam: None, or a `search_defaults.BeamSettings`: add the signature
+            `translate_beam`, a beam search with these settings.
     """
+    beam_arguments = {"beam_width": None} if beam is None else beam.arguments()
     return generic_tflite.LiteGenerator(
         translator.generator,
-        max_length=max_length,
-        beam_width=beam_width,
-        length_penalty=length_penalty,
         names={
             "generate": "translate",
             "generate_beam": "translate_beam",
             "source": "source_ids",
         },
         source_length=source_length,
+        max_length=max_length,
+        **beam_arguments,
     )
 
 
@@ -175,14 +172,7 @@ def _tokenizer_config(tokenizer, vocab_file):
 
 
 def export_tflite(
-    translator,
-    folder,
-    variants=VARIANTS,
-    max_length=None,
-    attention=None,
-    source_length=None,
-    beam_width=None,
-    length_penalty=0.6,
+    translator, folder, variants=VARIANTS, max_length=None, attention=None, **lite_options
 ):
     """Writes the TFLite variants, the vocabularies and `translator.json`.
 
@@ -195,9 +185,8 @@ def export_tflite(
         variants: a subset of `VARIANTS`.
         max_length: see `lite_translator`.
         attention: the run's attention name, recorded in `translator.json`.
-        source_length: see `lite_translator`; recorded in `translator.json`.
-        beam_width: see `lite_translator` (None: no `translate_beam`).
-        length_penalty: see `lite_translator`.
+        **lite_options: `source_length` and `beam` of `lite_translator`
+            (recorded in `translator.json`).
 
     Returns:
         dict: variant → path of its `.tflite` file.
@@ -208,7 +197,7 @@ def export_tflite(
     """
     variants = check_variants(variants)
     folder = Path(folder)
-    lite = lite_translator(translator, max_length, source_length, beam_width, length_penalty)
+    lite = lite_translator(translator, max_length, **lite_options)
     paths = {}
     for variant in variants:
         paths[variant] = folder / tflite_filename(variant)

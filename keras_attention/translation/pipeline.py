@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention.validation import check_positive_int
+from keras_attention.validation import check_same_count
 
 # Upper bounds (exclusive) of the length buckets, in subwords. Multi30k sentences
 # have about 15-17 subwords with a ~3k vocabulary, rarely more than 50.
@@ -125,11 +126,7 @@ def _checked_pairs(src_texts, tgt_texts, src_tokenizer, tgt_tokenizer):
     both tokenizers pad with 0."""
     src_texts = list(src_texts)
     tgt_texts = list(tgt_texts)
-    if len(src_texts) != len(tgt_texts):
-        raise ValueError(
-            "`src_texts` and `tgt_texts` must be aligned. Received "
-            f"{len(src_texts)} source and {len(tgt_texts)} target sentences."
-        )
+    check_same_count(src_texts, tgt_texts, "`src_texts`", "`tgt_texts`", "sentences")
     if not src_texts:
         raise ValueError("Invalid value for argument `src_texts`. Received no pairs.")
     for name, tokenizer in (("src_tokenizer", src_tokenizer), ("tgt_tokenizer", tgt_tokenizer)):

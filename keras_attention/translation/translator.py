@@ -13,7 +13,9 @@ import tensorflow as tf
 
 from keras_attention.decoders.base_decoder import BaseDecoder
 from keras_attention.generation.search_defaults import BEAM_WIDTH
+from keras_attention.generation.search_defaults import COVERAGE_PENALTY
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
+from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.generation.seq2seq_generator import Seq2SeqGenerator
 from keras_attention.translation import runs
@@ -192,7 +194,7 @@ class Translator(tf.Module):
         source_ids,
         beam_width=BEAM_WIDTH,
         length_penalty=LENGTH_PENALTY,
-        coverage_penalty=0.0,
+        coverage_penalty=COVERAGE_PENALTY,
         max_length=None,
     ):
         """Beam search; returns the dict of `beam_search`.
@@ -201,13 +203,8 @@ class Translator(tf.Module):
             ValueError: `beam_width` is not in [1, bound] (`check_beam_width`).
         """
         beam_width = self.check_beam_width(beam_width)
-        return self.generator.beam_graph(
-            self.source_ids(source_ids),
-            beam_width=beam_width,
-            length_penalty=length_penalty,
-            coverage_penalty=coverage_penalty,
-            max_length=max_length,
-        )
+        settings = BeamSettings(beam_width, length_penalty, coverage_penalty)
+        return self.generator.beam_graph(self.source_ids(source_ids), settings, max_length)
 
     # -------------------------------------------------------------- text
 
