@@ -44,6 +44,7 @@ EVERY_BACKEND=(
     tests/test_seq2seq_generator.py
     tests/test_gmm_attention.py
     tests/test_custom_attention.py
+    tests/test_call_state.py
 )
 
 JAX_SKIPS=(

@@ -15,7 +15,6 @@ from keras_attention.attention.base_attention import BaseAttention
 from keras_attention.attention.base_attention import refuse_abstract_base
 from keras_attention.masking import shape_str
 from keras_attention.masking import zero_masked
-from keras_attention.validation import bound_arguments
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -48,6 +47,8 @@ class BaseAlignmentAttention(BaseAttention):
         return_attention_scores: also return the weights.
         return_attention_state: also return the state after the last query,
             a dict with the keys `attention_state_keys`, (batch, T_v) each.
+        attention_state: that dict, to start from instead of
+            `previous_alignment` (and `previous_cumulative`); not with them.
         training: whether the layer's random draws (noise) are active.
 
     Returns:
@@ -84,7 +85,20 @@ class BaseAlignmentAttention(BaseAttention):
 
     # ------------------------------------------------------------------ call
 
-    def _state_from_arguments(self, value, value_mask, previous_alignment, previous_cumulative):
+    def _call_state(self, value, value_mask, attention_state, state_arguments):
+        """The state `call` starts from: `attention_state`, or the one that
+        `previous_alignment` (and `previous_cumulative`) give, or None for the
+        initial one."""
+        previous_alignment = state_arguments.pop("previous_alignment", None)
+        previous_cumulative = state_arguments.pop("previous_cumulative", None)
+        if previous_alignment is None and previous_cumulative is None:
+            return super()._call_state(value, value_mask, attention_state, state_arguments)
+        super()._call_state(value, value_mask, None, state_arguments)  # unknown names
+        if attention_state is not None:
+            raise ValueError(
+                "Pass the state as `attention_state` or as `previous_alignment` "
+                "(and `previous_cumulative`), not both."
+            )
         if previous_cumulative is not None and "cumulative" not in self.attention_state_keys:
             raise ValueError(
                 "Invalid value for argument `previous_cumulative`. Only a layer "
@@ -92,13 +106,11 @@ class BaseAlignmentAttention(BaseAttention):
                 f"previous_cumulative.shape={shape_str(previous_cumulative.shape)}"
             )
         if previous_alignment is None:
-            if previous_cumulative is not None:
-                raise ValueError(
-                    "Invalid value for argument `previous_cumulative`. Pass it with "
-                    "`previous_alignment`, or neither for the initial state. "
-                    f"Received: previous_cumulative.shape={shape_str(previous_cumulative.shape)}"
-                )
-            return self.initial_attention_state(value, value_mask)
+            raise ValueError(
+                "Invalid value for argument `previous_cumulative`. Pass it with "
+                "`previous_alignment`, or neither for the initial state. "
+                f"Received: previous_cumulative.shape={shape_str(previous_cumulative.shape)}"
+            )
         self._check_per_key(
             "previous_alignment", previous_alignment, value.shape, "the previous weights"
         )
@@ -120,61 +132,15 @@ class BaseAlignmentAttention(BaseAttention):
             state["cumulative"] = ops.cast(previous_cumulative, self.state_dtype)
         return state
 
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        previous_alignment=None,
-        previous_cumulative=None,
-        query_mask=None,
-        value_mask=None,
-        return_attention_scores=False,
-        return_attention_state=False,
-        training=None,
-    ):
-        key = self._check_call_inputs(query, value, key, query_mask, value_mask)
-        state = self._state_from_arguments(
-            value, value_mask, previous_alignment, previous_cumulative
-        )
-        context, weights, state = self._call_attend(
-            query, value, key, query_mask, value_mask, training, state
-        )
-        return _outputs(context, weights, state, return_attention_scores, return_attention_state)
-
-    def compute_output_spec(self, *args, **kwargs):
-        arguments = bound_arguments(self.call, args, kwargs)
-        query, value = arguments["query"], arguments["value"]
-        self._check_call_inputs(
-            query, value, arguments["key"], arguments["query_mask"], arguments["value_mask"]
-        )
-        if arguments["previous_alignment"] is not None:
+    def _check_state_arguments_spec(self, state_arguments, value_shape):
+        state_arguments = dict(state_arguments)
+        previous_alignment = state_arguments.pop("previous_alignment", None)
+        state_arguments.pop("previous_cumulative", None)
+        super()._check_state_arguments_spec(state_arguments, value_shape)
+        if previous_alignment is not None:
             self._check_per_key(
                 "previous_alignment",
-                arguments["previous_alignment"],
-                value.shape,
+                previous_alignment,
+                value_shape,
                 "the weights of the previous step",
             )
-        context, weights = self._output_specs(query.shape, value.shape)
-        per_key = tuple(value.shape[:2])
-        state = {
-            name: keras.KerasTensor(per_key, dtype=self.state_dtype)
-            for name in self.attention_state_keys
-        }
-        return _outputs(
-            context,
-            weights,
-            state,
-            arguments["return_attention_scores"],
-            arguments["return_attention_state"],
-        )
-
-
-def _outputs(context, weights, state, return_attention_scores, return_attention_state):
-    """The context, and the weights and the state when asked for."""
-    outputs = (context,)
-    if return_attention_scores:
-        outputs += (weights,)
-    if return_attention_state:
-        outputs += (state,)
-    return outputs[0] if len(outputs) == 1 else outputs

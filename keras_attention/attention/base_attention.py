@@ -68,6 +68,24 @@ class BaseAttention(keras.layers.Layer):
     The base class gives `attend_step` (one step, with the checks, masks and
     dtypes), `attend_sequence` (a scan of steps) and the Keras `call`.
 
+    Call arguments (every layer's; a subclass documents what it adds):
+        query: (batch, T_q, d_q), or (batch, d_q) for one step.
+        value: (batch, T_v, d_v).
+        key: optional (batch, T_v, d_k); defaults to `value`.
+        query_mask: optional bool (batch, T_q) or (batch,).
+        value_mask: optional bool (batch, T_v).
+        return_attention_scores: also return the weights.
+        training: whether the layer's dropout or noise is active.
+        attention_state: the state to start from, a dict with the keys
+            `attention_state_keys` as a step or `return_attention_state`
+            gives it; None for `initial_attention_state`.
+        return_attention_state: also return the state after the last query
+            (`{}` for a layer without state).
+
+    Returns:
+        The context, and the weights and the state when asked for, in that
+        order.
+
     The state tensors are float32 under mixed precision (the compute dtype
     otherwise): a sum or a product over hundreds of steps loses too much in
     float16.
@@ -244,6 +262,15 @@ class BaseAttention(keras.layers.Layer):
             return {}
         zeros = self._zeros_per_key(memory)
         return {key: zeros for key in self.attention_state_keys}
+
+    def attention_state_shapes(self, value_shape):
+        """The shape of each state entry for a (batch, T_v, d_v) value: what a
+        functional model sees of `call(..., return_attention_state=True)`.
+
+        The default matches the default `initial_attention_state`, (batch, T_v)
+        per key; a layer whose state has other shapes overrides both.
+        """
+        return {key: tuple(value_shape[:2]) for key in self.attention_state_keys}
 
     def _zeros_per_key(self, memory):
         if isinstance(memory, (tuple, list)):
@@ -492,12 +519,29 @@ class BaseAttention(keras.layers.Layer):
         value_mask=None,
         return_attention_scores=False,
         training=None,
+        attention_state=None,
+        return_attention_state=False,
+        **state_arguments,
     ):
         key = self._check_call_inputs(query, value, key, query_mask, value_mask)
-        context, weights, _ = self._call_attend(query, value, key, query_mask, value_mask, training)
-        if return_attention_scores:
-            return context, weights
-        return context
+        state = self._call_state(value, value_mask, attention_state, state_arguments)
+        context, weights, state = self._call_attend(
+            query, value, key, query_mask, value_mask, training, state
+        )
+        return _outputs(context, weights, state, return_attention_scores, return_attention_state)
+
+    def _call_state(self, value, value_mask, attention_state, state_arguments):
+        """The state `call` starts from: `attention_state`, checked, or None
+        for `initial_attention_state`. A subclass whose `call` takes its state
+        under other names (`state_arguments`) maps them here."""
+        if state_arguments:
+            raise TypeError(
+                f"{type(self).__name__}.call() got unexpected keyword arguments: "
+                f"{', '.join(sorted(state_arguments))}"
+            )
+        if attention_state is not None:
+            self._check_state(attention_state, value.shape)
+        return attention_state
 
     def _check_call_inputs(self, query, value, key, query_mask, value_mask):
         """The checks of `call` and `compute_output_spec`; returns the keys."""
@@ -540,10 +584,27 @@ class BaseAttention(keras.layers.Layer):
         self._check_call_inputs(
             query, value, arguments["key"], arguments["query_mask"], arguments["value_mask"]
         )
+        self._check_state_arguments_spec(arguments["state_arguments"], value.shape)
         context, weights = self._output_specs(query.shape, value.shape)
-        if arguments["return_attention_scores"]:
-            return context, weights
-        return context
+        state = {
+            name: keras.KerasTensor(shape, dtype=self.state_dtype)
+            for name, shape in self.attention_state_shapes(tuple(value.shape)).items()
+        }
+        return _outputs(
+            context,
+            weights,
+            state,
+            arguments["return_attention_scores"],
+            arguments["return_attention_state"],
+        )
+
+    def _check_state_arguments_spec(self, state_arguments, value_shape):
+        """What `compute_output_spec` checks of a subclass's own state arguments."""
+        if state_arguments:
+            raise TypeError(
+                f"{type(self).__name__}.call() got unexpected keyword arguments: "
+                f"{', '.join(sorted(state_arguments))}"
+            )
 
     def _output_specs(self, query_shape, value_shape):
         """The `KerasTensor`s of the context and the weights that `call` returns."""
@@ -578,3 +639,13 @@ def _keep_rows(keep, new, old):
     """`new` where `keep` (batch,) is True, `old` elsewhere, for a tensor of any rank."""
     keep = ops.reshape(keep, (-1,) + (1,) * (len(new.shape) - 1))
     return ops.where(keep, new, old)
+
+
+def _outputs(context, weights, state, return_attention_scores, return_attention_state):
+    """The context, and the weights and the state when asked for."""
+    outputs = (context,)
+    if return_attention_scores:
+        outputs += (weights,)
+    if return_attention_state:
+        outputs += (state,)
+    return outputs[0] if len(outputs) == 1 else outputs

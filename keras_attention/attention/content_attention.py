@@ -48,6 +48,8 @@ class ContentAttention(BaseAttention):
             automatically from a masking layer upstream of `value`.
         return_attention_scores: also return the weights.
         training: whether dropout is active.
+        attention_state: `{}` or None (a content-only layer has no state).
+        return_attention_state: also return the state, `{}`.
 
     Returns:
         The context, (batch, T_q, d_v) or (batch, d_v), and with

@@ -35,18 +35,20 @@ class GMMAttention(BaseAttention):
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
-        query: (batch, T_q, d_q), or (batch, d_q) for one step from the
-            initial state.
+        query: (batch, T_q, d_q), or (batch, d_q) for one step.
         value: (batch, T_v, d_v).
         key: optional, unused by the weights (they read only positions).
         query_mask: optional bool (batch, T_q) or (batch,).
         value_mask: optional bool (batch, T_v).
         return_attention_scores: also return the weights.
+        attention_state: `{"position": (batch, K)}` to start from; None for
+            the initial state (every window at the first position).
+        return_attention_state: also return the state after the last query.
 
     Returns:
         The context, (batch, T_q, d_v) or (batch, d_v), and with
         `return_attention_scores=True` the weights, (batch, T_q, T_v) or
-        (batch, T_v).
+        (batch, T_v); with `return_attention_state=True` the state.
 
     Example:
 
@@ -82,6 +84,9 @@ class GMMAttention(BaseAttention):
         """
         batch = memory[0] if isinstance(memory, (tuple, list)) else ops.shape(memory)[0]
         return {"position": ops.zeros((batch, self.num_mixtures), dtype=self.state_dtype)}
+
+    def attention_state_shapes(self, value_shape):
+        return {"position": (value_shape[0], self.num_mixtures)}
 
     def step_weights(self, query, processed_keys, state, value_mask, training, noise):
         dtype = self.state_dtype  # float32 under mixed precision: exp and squares

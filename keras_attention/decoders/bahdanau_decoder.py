@@ -55,13 +55,12 @@ class BahdanauDecoder(BaseDecoder):
         attention: the attention layer, e.g. `BahdanauAttention(units=256)`
             or `LocationSensitiveAttention(units=128)`.
         cell_type: "gru" (the default when no `cell` is given) or "lstm".
-        output_units: size of the deep output o_t; defaults to `units`.
         conditional: whether to use the two-cell conditional recurrence above
             (built-in cells only).
-        seed: ignored (see `BaseDecoder`).
-        cell: a Keras RNN cell used instead of the built-in one (see above
-            and `BaseDecoder`).
-        **kwargs: base layer arguments.
+        **kwargs: by name, `output_units` (size of the deep output o_t;
+            defaults to `units`), `cell` (a Keras RNN cell used instead of the
+            built-in one; see above and `BaseDecoder`) and `seed` (ignored;
+            see `BaseDecoder`), then the base layer arguments.
 
     Call arguments and returns: those of `BaseDecoder` (the stateful
     attention layers included); the outputs are the deep outputs o_t.
@@ -82,26 +81,9 @@ class BahdanauDecoder(BaseDecoder):
     ((2, 3, 6), (2, 3, 7), [(2, 8), (2, 6), (2, 6)])
     """
 
-    def __init__(
-        self,
-        units=None,
-        attention=None,
-        cell_type=None,
-        output_units=None,
-        seed=None,
-        conditional=False,
-        cell=None,
-        **kwargs,
-    ):
-        super().__init__(
-            units=units,
-            attention=attention,
-            cell_type=cell_type,
-            seed=seed,
-            cell=cell,
-            output_units=output_units,
-            **kwargs,
-        )
+    def __init__(self, units=None, attention=None, cell_type=None, conditional=False, **kwargs):
+        # `output_units`, `seed` and `cell` go to BaseDecoder by name.
+        super().__init__(units=units, attention=attention, cell_type=cell_type, **kwargs)
         if not isinstance(conditional, bool):
             raise ValueError(
                 "Invalid value for argument `conditional`. Expected True or False. "
@@ -127,7 +109,7 @@ class BahdanauDecoder(BaseDecoder):
         # The conditional recurrence's second cell, which reads the context.
         self.attended_cell = self._make_cell("attended_cell") if conditional else None
         self.deep_output = keras.layers.Dense(
-            output_units or self.units,
+            self.output_units or self.units,
             activation="tanh",
             name="deep_output",
             dtype=self.dtype_policy,
