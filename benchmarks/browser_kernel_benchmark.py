@@ -47,13 +47,9 @@ def parse_args(argv=None):
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--vocabularies", default="40,8000", help="comma-separated V")
-    parser.add_argument(
-        "--steps",
-        type=int,
-        default=30,
-        help="products per call (WHILE) for V >= 1000; 30 times as many below, so that a "
-        "call lasts well above the browser's 0.1 ms timer resolution",
-    )
+    # Below V = 1000, 30 times as many steps: a call must last well above the
+    # browser's 0.1 ms timer resolution.
+    parser.add_argument("--steps", type=int, default=30, help="products per call, V >= 1000")
     parser.add_argument("--repeats", type=int, default=200, help="timed calls per model")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--write", action="store_true", help="write docs/benchmarks.md")
