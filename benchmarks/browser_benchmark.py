@@ -87,26 +87,6 @@ def drive(chromium, url, cases, screenshot=None):
         return _browser.drive(chromium, url, cases, tmp, screenshot, timeout_ms=600_000)
 
 
-def python_litert(folder, variant, signature, sources, source_length, end_id):
-    """Output ids before END and milliseconds per call, one thread."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    interpreter = Interpreter(
-        model_path=str(folder / f"translator_{variant}.tflite"), num_threads=1
-    )
-    runner = interpreter.get_signature_runner(signature)
-    outputs, times = [], []
-    for ids in sources:
-        padded = np.zeros((1, source_length), np.int32)
-        padded[0, : len(ids)] = ids
-        started = time.perf_counter()
-        out = runner(source_ids=padded)
-        times.append((time.perf_counter() - started) * 1000)
-        tokens = out["tokens"][0, : int(out["lengths"][0])].tolist()
-        outputs.append(tokens[:-1] if tokens and tokens[-1] == end_id else tokens)
-    return outputs, times
-
-
 def bleu(target, outputs, references):
     import sacrebleu
 
@@ -188,8 +168,13 @@ def main(argv=None):
                 source_equal = sum(
                     r["source_ids"] == s for r, s in zip(answer["results"], sources, strict=True)
                 )
-                lite_ids, lite_ms = python_litert(
-                    folder, variant, signature, sources, args.source_length, target.end_id
+                lite_ids, lite_ms = _browser.python_litert(
+                    folder / f"translator_{variant}.tflite",
+                    signature,
+                    "source_ids",
+                    sources,
+                    args.source_length,
+                    target.end_id,
                 )
                 equal = sum(a == b for a, b in zip(page_ids, lite_ids, strict=True))
                 rows.append(

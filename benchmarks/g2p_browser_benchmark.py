@@ -29,12 +29,10 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -61,23 +59,6 @@ def parse_args(argv=None):
     parser.add_argument("--screenshot", help="save the page with its heatmap as this PNG")
     parser.add_argument("--write", action="store_true", help="write docs/benchmarks.md")
     return parser.parse_args(argv)
-
-
-def python_litert(path, signature, sources, source_length, end_id):
-    """Phone ids before END, and milliseconds per word (the call alone)."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    runner = Interpreter(model_path=str(path), num_threads=1).get_signature_runner(signature)
-    outputs, times = [], []
-    for ids in sources:
-        padded = np.zeros((1, source_length), np.int32)
-        padded[0, : len(ids)] = ids
-        tick = time.perf_counter()
-        out = runner(source=padded)
-        times.append(1000 * (time.perf_counter() - tick))
-        tokens = out["tokens"][0, : int(out["lengths"][0])].tolist()
-        outputs.append(tokens[:-1] if tokens and tokens[-1] == end_id else tokens)
-    return outputs, times
 
 
 def main(argv=None):
@@ -112,8 +93,8 @@ def main(argv=None):
                     SIGNATURES.items(), answer["results"], strict=True
                 ):
                     path = folder / manifest["models"][variant]
-                    lite, lite_ms = python_litert(
-                        path, signature, sources, args.source_length, g2p.END
+                    lite, lite_ms = _browser.python_litert(
+                        path, signature, "source", sources, args.source_length, g2p.END
                     )
                     rows.append(
                         {

@@ -15,10 +15,12 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 from urllib.parse import unquote
 from urllib.parse import urlsplit
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,3 +119,22 @@ def assert_fetched_only_its_folder(answer, url, served, folder):
     assert answer["failed_requests"] == []
     assert answer["page_errors"] == []
     assert console_errors(answer) == []
+
+
+def python_litert(path, signature, input_name, sources, source_length, end_id):
+    """Python LiteRT on a page's .tflite file, one thread: each source padded
+    with 0 to `source_length` as the page pads it. Returns the output ids
+    before END of each source, and the milliseconds of each call alone."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    runner = Interpreter(model_path=str(path), num_threads=1).get_signature_runner(signature)
+    outputs, times = [], []
+    for ids in sources:
+        padded = np.zeros((1, source_length), np.int32)
+        padded[0, : len(ids)] = ids
+        started = time.perf_counter()
+        out = runner(**{input_name: padded})
+        times.append((time.perf_counter() - started) * 1000)
+        tokens = out["tokens"][0, : int(out["lengths"][0])].tolist()
+        outputs.append(tokens[:-1] if tokens and tokens[-1] == end_id else tokens)
+    return outputs, times

@@ -29,6 +29,7 @@ from _browser import assert_fetched_only_its_folder
 from _browser import build_page
 from _browser import chromium_or_skip
 from _browser import drive
+from _browser import python_litert
 from _browser import static_server
 from _data_paths import multi30k_dir
 
@@ -107,17 +108,9 @@ def _python_ids(tokenizer, text):
 
 def _python_lite(site, variant, signature, ids, end_id):
     """Python LiteRT on the same file: output ids before END."""
-    from ai_edge_litert.interpreter import Interpreter
-
     _, folder = site
-    runner = Interpreter(
-        model_path=str(folder / f"translator_{variant}.tflite")
-    ).get_signature_runner(signature)
-    padded = np.zeros((1, SOURCE_LENGTH), np.int32)
-    padded[0, : len(ids)] = ids
-    out = runner(source_ids=padded)
-    tokens = out["tokens"][0, : int(out["lengths"][0])].tolist()
-    return tokens[:-1] if tokens and tokens[-1] == end_id else tokens
+    path = folder / f"translator_{variant}.tflite"
+    return python_litert(path, signature, "source_ids", [ids], SOURCE_LENGTH, end_id)[0][0]
 
 
 @pytest.fixture(scope="module")

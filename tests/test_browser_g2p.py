@@ -11,12 +11,12 @@ model file, the phones from `Vocabulary.decode_phones`.
 
 import json
 
-import numpy as np
 import pytest
 from _browser import assert_fetched_only_its_folder
 from _browser import build_page
 from _browser import chromium_or_skip
 from _browser import drive
+from _browser import python_litert
 from _browser import static_server
 from _scripts import ROOT
 from _scripts import load_script
@@ -115,17 +115,8 @@ def _typed(words):
 
 
 def _python_lite(folder, variant, signature, ids, end_id):
-    """Python LiteRT on the same file: the output ids before END."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    runner = Interpreter(model_path=str(folder / f"g2p_{variant}.tflite")).get_signature_runner(
-        signature
-    )
-    padded = np.zeros((1, SOURCE_LENGTH), np.int32)
-    padded[0, : len(ids)] = ids
-    out = runner(source=padded)
-    tokens = out["tokens"][0, : int(out["lengths"][0])].tolist()
-    return tokens[:-1] if tokens and tokens[-1] == end_id else tokens
+    path = folder / f"g2p_{variant}.tflite"
+    return python_litert(path, signature, "source", [ids], SOURCE_LENGTH, end_id)[0][0]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
