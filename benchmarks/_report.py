@@ -5,6 +5,7 @@ section replaces the one of the same title, or appends it, and leaves every
 other section as it was, so benchmarks can be rerun one at a time.
 """
 
+import argparse
 import os
 import platform
 import shlex
@@ -91,6 +92,14 @@ def replace_section(text, title, body):
 def int_list(text):
     """`"1,2,4"` → `[1, 2, 4]` (a comma-separated command-line option)."""
     return [int(v) for v in text.split(",") if v]
+
+
+def positive_int(text):
+    """A command-line count: 1 or more."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {text}")
+    return value
 
 
 def footer_lines():

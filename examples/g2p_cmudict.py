@@ -426,22 +426,28 @@ def pronounce_words(generator, vocab, words, beam_width=None, batch_size=256, pr
 
 
 class TimeBudget(keras.callbacks.Callback):
-    """Cosine learning-rate decay over a time budget, and stopping within it.
+    """Cosine learning-rate decay over a time budget or a step count, and stopping within it.
 
-    The rate falls from `peak` to `floor` as the training time (summed over
-    resumed runs, kept in `state_path`) goes from 0 to `budget_s`, after a
-    linear warm-up over the first `warmup_steps` steps. Training stops at the
-    end of an epoch when one more epoch, as long as the last, would pass the
-    budget.
+    The rate falls from `peak` to `floor` on a cosine as training goes from its
+    start to its end, after a linear warm-up over the first `warmup_steps`
+    steps. The end is whichever comes first: the training time (summed over
+    resumed runs, kept in `state_path`) reaching `budget_s`, or the step count
+    reaching `total_steps` (the `--epochs` limit): the schedule follows the
+    larger of the two fractions. So a run whose epochs end before its time
+    budget still decays to the floor, and the same seed and step count give
+    the same schedule however busy the machine is. Training stops at the end
+    of an epoch when one more epoch, as long as the last, would pass the time
+    budget (`fit` itself stops at the last epoch).
     """
 
-    def __init__(self, budget_s, peak, floor, state_path, warmup_steps=300):
+    def __init__(self, budget_s, peak, floor, state_path, warmup_steps=300, total_steps=None):
         super().__init__()
         self.budget_s = budget_s
         self.peak = peak
         self.floor = floor
         self.state_path = state_path
         self.warmup_steps = warmup_steps
+        self.total_steps = total_steps
         self.state = {"seconds": 0.0, "epochs": []}
         if os.path.exists(state_path):
             with open(state_path) as f:
@@ -459,15 +465,22 @@ class TimeBudget(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch_started = time.perf_counter()
 
+    def rate(self, step, elapsed_s):
+        """The learning rate at optimizer step `step` after `elapsed_s` seconds of training."""
+        fraction = elapsed_s / self.budget_s
+        if self.total_steps:
+            fraction = max(fraction, step / self.total_steps)
+        fraction = min(1.0, fraction)
+        rate = self.floor + 0.5 * (self.peak - self.floor) * (1 + math.cos(math.pi * fraction))
+        if step < self.warmup_steps:
+            rate *= (step + 1) / self.warmup_steps
+        return rate
+
     def on_train_batch_begin(self, batch, logs=None):
         if batch % 10:
             return
-        fraction = min(1.0, self.elapsed_now() / self.budget_s)
-        rate = self.floor + 0.5 * (self.peak - self.floor) * (1 + math.cos(math.pi * fraction))
         step = int(self.model.optimizer.iterations.numpy())
-        if step < self.warmup_steps:
-            rate *= (step + 1) / self.warmup_steps
-        self.model.optimizer.learning_rate.assign(rate)
+        self.model.optimizer.learning_rate.assign(self.rate(step, self.elapsed_now()))
 
     def elapsed_now(self):
         return self._base + time.perf_counter() - self._started
@@ -475,16 +488,22 @@ class TimeBudget(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         seconds = time.perf_counter() - self._epoch_started
         self.state["seconds"] = self.elapsed_now()
+        rate = float(self.model.optimizer.learning_rate.numpy())
         self.state["epochs"].append(
-            {"epoch": epoch + 1, "seconds": round(seconds, 1), "loss": float(logs["loss"])}
+            {
+                "epoch": epoch + 1,
+                "seconds": round(seconds, 1),
+                "loss": float(logs["loss"]),
+                "learning_rate": rate,
+            }
         )
         with open(self.state_path, "w") as f:
             json.dump(self.state, f, indent=1)
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         print(
             f"\nepoch {epoch + 1}: {seconds:.0f} s, {self.state['seconds'] / 60:.1f} of "
-            f"{self.budget_s / 60:.0f} minutes, learning rate "
-            f"{float(self.model.optimizer.learning_rate.numpy()):.2e}, load average {load:.2f}"
+            f"{self.budget_s / 60:.0f} minutes, learning rate {rate:.2e}, "
+            f"load average {load:.2f}"
         )
         if self.state["seconds"] + seconds > self.budget_s:
             self.model.stop_training = True
@@ -565,12 +584,14 @@ def train(args):
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
     )
+    steps_per_epoch = args.steps_per_epoch or math.ceil(len(pairs) / args.batch_size)
     budget = TimeBudget(
         args.max_minutes * 60,
         args.learning_rate,
         args.learning_rate / 30,
         os.path.join(args.run_dir, "progress.json"),
         warmup_steps=10 if args.quick else 300,
+        total_steps=args.epochs * steps_per_epoch,
     )
     callbacks = [
         keras.callbacks.CSVLogger(os.path.join(args.run_dir, "log.csv"), append=True),
@@ -908,7 +929,13 @@ def parse_args(argv):
         help="training time budget; the rate decays over it (cosine) and training "
         "stops before an epoch would pass it",
     )
-    p.add_argument("--epochs", type=positive_int, default=100, help="at most this many")
+    p.add_argument(
+        "--epochs",
+        type=positive_int,
+        default=100,
+        help="at most this many; when they end before the time budget, the rate "
+        "decays over them instead (a fixed number of steps, whatever the machine's load)",
+    )
     p.add_argument(
         "--steps-per-epoch",
         type=positive_int,

@@ -1,7 +1,9 @@
 """The benchmark report writers: verdicts and stopping reasons read from run folders."""
 
+import ast
 import csv
 import json
+import os
 
 import pytest
 from _scripts import load_script
@@ -258,3 +260,75 @@ def test_docs_plot_is_embedded_only_for_a_run_compared_with_the_baseline(
     compared = translation_bar.build_report(run)
     assert "| 1-8 | 174 | 65.4 | 35.0 |" in compared
     assert "![BLEU by source length, test_2016_flickr](img/bleu_by_length.png)" in compared
+
+
+@pytest.fixture(scope="module")
+def lesson():
+    return load_script("benchmarks/g2p_attention_lesson.py")
+
+
+def test_lesson_trains_each_attention_for_the_same_steps_then_scores_it(lesson, tmp_path):
+    args = lesson.parse_args(["--epochs", "7", "--img-dir", str(tmp_path)])
+    train, *scores = lesson.task_commands("monotonic", 2, "runs/x", args, ["ABC"])
+    argv = train[0]
+    assert argv[0] == "train" and argv[argv.index("--epochs") + 1] == "7"
+    assert argv[argv.index("--steps-per-epoch") + 1] == "200"
+    assert argv[argv.index("--seed") + 1] == "2"
+    # The monotonic model is scored twice, soft then hard, each into its own file.
+    assert [c for _, _, c in scores] == ["monotonic, decoded soft", "monotonic, decoded hard"]
+    assert [out for _, out, _ in scores] == [
+        "runs/x/eval_dev_soft.json",
+        "runs/x/eval_dev_hard.json",
+    ]
+    plots = [argv[argv.index("--alignment-plot") + 1] for argv, _, _ in scores]
+    assert plots == [
+        str(tmp_path / "g2p_alignments_monotonic_soft.png"),
+        str(tmp_path / "g2p_alignments_monotonic_hard.png"),
+    ]
+    # Later seeds draw no plot.
+    _, (argv, _, column) = lesson.task_commands("luong-general", 1, "runs/y", args, None)
+    assert column == "luong-general" and "--alignments" not in argv
+
+
+def test_lesson_refuses_unknown_attentions_and_too_many_jobs(lesson, capsys):
+    with pytest.raises(SystemExit):
+        lesson.parse_args(["--kinds", "bahdanau,luong-dot"])
+    assert "unknown luong-dot" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        lesson.parse_args(["--jobs", "999"])
+    assert "cores" in capsys.readouterr().err
+
+
+def test_lesson_jobs_run_pinned_to_one_core_with_one_thread(lesson, tmp_path, monkeypatch):
+    # A stand-in for the example that reports where it ran.
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import os, sys\n"
+        "print(sys.argv[1], sorted(os.sched_getaffinity(0)), "
+        "os.environ.get('TF_NUM_INTRAOP_THREADS'), os.environ.get('TF_NUM_INTEROP_THREADS'))\n"
+    )
+    monkeypatch.setattr(lesson, "EXAMPLE", str(probe))
+    cores = sorted(os.sched_getaffinity(0))
+    jobs = min(2, len(cores))
+    tasks = [
+        (f"task {i}", [([f"t{i}a"], None, None), ([f"t{i}b"], None, None)], tmp_path / f"{i}.log")
+        for i in range(3)
+    ]
+    lesson.run_tasks(tasks, jobs)
+    for i in range(3):
+        lines = (tmp_path / f"{i}.log").read_text().splitlines()
+        assert [line.split()[0] for line in lines] == [f"t{i}a", f"t{i}b"]  # in order
+        for line in lines:
+            assert line.endswith("1 1")
+            pinned = ast.literal_eval(line[line.index("[") : line.index("]") + 1])
+            assert len(pinned) == 1 and pinned[0] in cores[:jobs]
+
+
+def test_lesson_job_failure_names_its_log(lesson, tmp_path, monkeypatch):
+    probe = tmp_path / "fail.py"
+    probe.write_text("import sys\nprint('boom')\nsys.exit(3)\n")
+    monkeypatch.setattr(lesson, "EXAMPLE", str(probe))
+    log = tmp_path / "f.log"
+    with pytest.raises(SystemExit, match=r"exit 3\); see .*f\.log"):
+        lesson.run_tasks([("t", [(["train"], None, None)], log)], 1)
+    assert "boom" in log.read_text()

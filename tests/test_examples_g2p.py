@@ -165,6 +165,39 @@ def test_batches_pair_start_phones_with_phones_end(g2p):
     assert vocab.decode_phones([3, 4, g2p.END, 3]) == ["AH", "B"]
 
 
+# ---------------------------------------------------------------- schedule
+
+
+def cosine(peak, floor, fraction):
+    """The schedule written out: cos(pi * f) from 1 to -1 as f goes 0 to 1."""
+    return floor + (peak - floor) * (1 + np.cos(np.pi * fraction)) / 2
+
+
+def test_the_rate_follows_whichever_end_comes_first(g2p, tmp_path):
+    budget = g2p.TimeBudget(
+        100.0, 1.0, 0.1, str(tmp_path / "progress.json"), warmup_steps=0, total_steps=1000
+    )
+    # Time ahead of steps: 75 s of 100 and 100 steps of 1000 is 3/4 of the way.
+    np.testing.assert_allclose(budget.rate(100, 75.0), cosine(1.0, 0.1, 0.75))
+    # Steps ahead of time: a quiet machine, 500 steps of 1000 in 10 s.
+    np.testing.assert_allclose(budget.rate(500, 10.0), 0.55)
+    # Past either end the rate stays at the floor.
+    assert budget.rate(1000, 1.0) == pytest.approx(0.1)
+    assert budget.rate(10, 500.0) == pytest.approx(0.1)
+    # With no step count the time alone sets it, as before.
+    timed = g2p.TimeBudget(100.0, 1.0, 0.1, str(tmp_path / "p2.json"), warmup_steps=0)
+    np.testing.assert_allclose(timed.rate(999_999, 50.0), 0.55)
+
+
+def test_the_warm_up_scales_the_first_steps(g2p, tmp_path):
+    budget = g2p.TimeBudget(
+        100.0, 2.0, 0.2, str(tmp_path / "progress.json"), warmup_steps=10, total_steps=100
+    )
+    np.testing.assert_allclose(budget.rate(0, 0.0), 2.0 / 10)
+    np.testing.assert_allclose(budget.rate(4, 0.0), cosine(2.0, 0.2, 0.04) * 5 / 10)
+    np.testing.assert_allclose(budget.rate(10, 0.0), cosine(2.0, 0.2, 0.1))
+
+
 # -------------------------------------------------- a tiny end-to-end run
 
 
@@ -331,3 +364,10 @@ def test_training_resumes_after_a_kill_from_the_last_epoch(g2p, tmp_path, monkey
     assert logged == list(range(12))  # epochs 5 to 12 after the restart, none twice
     batches = 12 * -(-330 // 32)  # 12 epochs of the 330 quick pronunciations
     assert int(model.optimizer.iterations.numpy()) == batches
+    # The 12 epochs end long before the 60-minute budget: the rate decayed
+    # over them, resumed where it was, and is near the floor (peak / 30) at
+    # the last step it was set (batch 10 of 11 of the last epoch: step 131).
+    rates = [e["learning_rate"] for e in progress["epochs"]]
+    assert np.all(np.diff(rates[1:]) < 0)
+    peak = 5e-3
+    np.testing.assert_allclose(rates[-1], cosine(peak, peak / 30, 131 / 132), rtol=1e-4)
