@@ -4,6 +4,7 @@ import ast
 import csv
 import json
 import os
+from pathlib import Path
 
 import pytest
 from _scripts import load_script
@@ -332,3 +333,27 @@ def test_lesson_job_failure_names_its_log(lesson, tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match=r"exit 3\); see .*f\.log"):
         lesson.run_tasks([("t", [(["train"], None, None)], log)], 1)
     assert "boom" in log.read_text()
+
+
+def test_step_time_table_gives_medians_and_ratios_to_the_default():
+    bench = load_script("benchmarks/g2p_step_time.py")
+    names = list(bench.SETTINGS)[:2]
+
+    def run(ms, cpu=300.0, first=20.0):
+        return {"ms_per_step": ms, "cpu_ms_per_step": cpu, "first_pass_s": first}
+
+    results = {names[0]: [run(200.0), run(210.0), run(400.0)], names[1]: [run(168.0)] * 3}
+    table = bench.table(results, names)
+    assert f"| {names[0]} | 210 (200, 210, 400) | 300 | 20 | 1.00× |" in table
+    assert f"| {names[1]} | 168 (168, 168, 168) | 300 | 20 | 0.80× |" in table
+
+
+@pytest.mark.tensorflow
+def test_step_time_measures_the_recipe_model_on_real_batches():
+    bench = load_script("benchmarks/g2p_step_time.py")
+    data = Path(bench.EXAMPLE).parents[1].parent / "shared" / "data" / "cmudict"
+    if not (data / "cmudict-0.7b.train").exists():
+        pytest.skip(f"CMUdict not found in {data}")
+    out = bench.measure(str(data), 0, False, batches=2, passes=1)
+    assert set(out) == {"first_pass_s", "ms_per_step", "cpu_ms_per_step"}
+    assert out["ms_per_step"] > 0 and out["cpu_ms_per_step"] > 0 and out["first_pass_s"] > 0

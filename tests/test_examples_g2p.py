@@ -5,6 +5,8 @@ import csv
 import io
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -196,6 +198,45 @@ def test_the_warm_up_scales_the_first_steps(g2p, tmp_path):
     np.testing.assert_allclose(budget.rate(0, 0.0), 2.0 / 10)
     np.testing.assert_allclose(budget.rate(4, 0.0), cosine(2.0, 0.2, 0.04) * 5 / 10)
     np.testing.assert_allclose(budget.rate(10, 0.0), cosine(2.0, 0.2, 0.1))
+
+
+def test_intra_op_threads_are_set_in_a_fresh_process(tmp_path):
+    # A fresh interpreter, as `train` runs from the command line: the setting
+    # takes effect before TensorFlow starts, and 0 leaves TensorFlow's default.
+    script = tmp_path / "threads.py"
+    script.write_text(
+        "import sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "import g2p_cmudict as g, tensorflow as tf\n"
+        "g.set_intra_op_threads(0)\n"
+        "print(tf.config.threading.get_intra_op_parallelism_threads())\n"
+        "g.set_intra_op_threads(1)\n"
+        "tf.constant(1.0) + 1.0\n"
+        "print(tf.config.threading.get_intra_op_parallelism_threads())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(script), str(ROOT / "examples")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.split() == ["0", "1"]
+
+
+def test_intra_op_threads_after_tensorflow_started_is_a_note(g2p, capsys):
+    import tensorflow as tf
+
+    tf.constant(1.0) + 1.0  # TensorFlow has started in this process
+    current = tf.config.threading.get_intra_op_parallelism_threads()
+    g2p.set_intra_op_threads(current + 3)
+    assert tf.config.threading.get_intra_op_parallelism_threads() == current
+    assert f"--intra-op-threads {current + 3} not applied" in capsys.readouterr().err
+
+
+def test_negative_intra_op_threads_is_refused(g2p, capsys):
+    with pytest.raises(SystemExit):
+        g2p.parse_args(["train", "--run-dir", "r", "--intra-op-threads", "-1"])
+    assert "--intra-op-threads: expected 0 or more, got -1" in capsys.readouterr().err
 
 
 # -------------------------------------------------- a tiny end-to-end run
