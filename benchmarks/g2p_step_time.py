@@ -2,8 +2,9 @@
 
 Builds today's recipe model of `examples/g2p_cmudict.py` (2-layer bi-LSTM
 encoder of 256 per direction, location-sensitive attention, LSTM decoder of
-256) and trains it on the first `--batches` length-sorted batches of 128
-pronunciations of `cmudict-0.7b.train`: one pass to build every shape, then
+256) and trains it on the first `--batches` batches of 128
+pronunciations of `cmudict-0.7b.train` (batches of similar length, in the training's shuffled
+order): one pass to build every shape, then
 `--passes` timed passes, keeping the fastest. Each setting runs in its own
 process (TensorFlow's threads are fixed when it starts), and the settings
 alternate for `--rounds` rounds, so a machine that grows busier slows them
@@ -134,8 +135,9 @@ def main(argv=None):
         [
             "Today's G2P recipe model (`examples/g2p_cmudict.py`: 2-layer bi-LSTM 256, "
             "location-sensitive attention, LSTM decoder 256) trained on the first "
-            f"{args.batches} length-sorted batches of 128 pronunciations of "
-            "`cmudict-0.7b.train`: one pass to build every shape (the first pass column), "
+            f"{args.batches} batches of 128 pronunciations of `cmudict-0.7b.train` (words "
+            "of similar length, in the training's shuffled order): one pass to build "
+            "every shape (the first pass column), "
             f"then the fastest of {args.passes} timed passes; each setting in its own "
             f"process, the settings alternated over {args.rounds} rounds.",
             "",

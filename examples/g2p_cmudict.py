@@ -947,7 +947,7 @@ def parse_args(argv):
     p.add_argument("--units", type=positive_int, default=256, help="decoder state size")
     p.add_argument("--dropout", type=float, default=0.2)
     p.add_argument("--batch-size", type=positive_int, default=128)
-    p.add_argument("--learning-rate", type=positive_float, default=2e-3, help="peak rate")
+    p.add_argument("--learning-rate", type=positive_float, default=3e-3, help="peak rate")
     p.add_argument(
         "--max-minutes",
         type=positive_float,

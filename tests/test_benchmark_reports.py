@@ -275,6 +275,7 @@ def test_lesson_trains_each_attention_for_the_same_steps_then_scores_it(lesson, 
     assert argv[0] == "train" and argv[argv.index("--epochs") + 1] == "7"
     assert argv[argv.index("--steps-per-epoch") + 1] == "200"
     assert argv[argv.index("--seed") + 1] == "2"
+    assert argv[argv.index("--learning-rate") + 1] == "2e-3"  # the recorded lesson's rate
     # The monotonic model is scored twice, soft then hard, each into its own file.
     assert [c for _, _, c in scores] == ["monotonic, decoded soft", "monotonic, decoded hard"]
     assert [out for _, out, _ in scores] == [
