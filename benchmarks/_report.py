@@ -6,6 +6,7 @@ other section as it was, so benchmarks can be rerun one at a time.
 """
 
 import argparse
+import importlib.util
 import os
 import platform
 import shlex
@@ -15,6 +16,9 @@ from datetime import datetime
 from datetime import timezone
 
 DOCS = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "benchmarks.md")
+G2P_EXAMPLE = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples", "g2p_cmudict.py"
+)
 HEADER = (
     "# Benchmarks\n\n"
     "Measured by the scripts under `benchmarks/`, which write their own section "
@@ -87,6 +91,14 @@ def replace_section(text, title, body):
     after = "".join(lines[end:])
     before = "".join(lines[:start])
     return before + section + ("\n" + after if after else "")
+
+
+def load_g2p_example():
+    """`examples/g2p_cmudict.py` as a module (a script a user copies, not a package module)."""
+    spec = importlib.util.spec_from_file_location("g2p_cmudict", G2P_EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def int_list(text):

@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import _report  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir)
-EXAMPLE = os.path.join(ROOT, "examples", "g2p_cmudict.py")
+EXAMPLE = _report.G2P_EXAMPLE
 KINDS = ("bahdanau", "luong-general", "location-sensitive", "monotonic")
 # The small model of the lesson (the final recipe is larger).
 MODEL_FLAGS = [
@@ -57,15 +57,6 @@ MODEL_FLAGS = [
     "--steps-per-epoch",
     "200",
 ]
-
-
-def load_example():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("g2p_cmudict", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def run_example(argv, core=None, log=None):
@@ -225,7 +216,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k]
-    g2p = load_example()
+    g2p = _report.load_g2p_example()
     words = alignment_words(g2p, args.data_dir)
     tasks = []
     for kind in kinds:

@@ -23,7 +23,6 @@ and date. About 15 minutes on a quiet 2-core CPU.
 """
 
 import argparse
-import importlib.util
 import os
 import re
 import statistics
@@ -43,8 +42,6 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(__file__))
 import _report  # noqa: E402
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir)
-EXAMPLE = os.path.join(ROOT, "examples", "g2p_cmudict.py")
 VARIANTS = ("float32", "float16", "int8")
 PUBLISHED = [
     ("Bisani & Ney 2008, joint-sequence model", "24.5", "5.9"),
@@ -53,13 +50,6 @@ PUBLISHED = [
     ("Toshniwal & Livescu 2016, attention, single model", "about 21.7", "about 5.0"),
     ("Toshniwal & Livescu 2016, attention, ensemble", "20.24", "4.69"),
 ]
-
-
-def load_example():
-    spec = importlib.util.spec_from_file_location("g2p_cmudict", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def median_ms(fn, items, repeats=1):
@@ -129,7 +119,7 @@ def main(argv=None):
     parser.add_argument("--limit", type=int, help="the first N test words only (a check)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
-    g2p = load_example()
+    g2p = _report.load_g2p_example()
     started = time.perf_counter()
     load_start = os.getloadavg()[0]
 

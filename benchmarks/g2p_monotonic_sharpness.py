@@ -14,22 +14,15 @@ one-hot. Takes under a minute per run on a 2-core CPU.
 """
 
 import argparse
-import importlib.util
 import os
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples")
-
-
-def load_example():
-    path = os.path.join(EXAMPLE, "g2p_cmudict.py")
-    spec = importlib.util.spec_from_file_location("g2p_cmudict", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, os.path.dirname(__file__))
+import _report  # noqa: E402
 
 
 def sharpness(g2p, run, words, batch_size=128):
@@ -63,7 +56,7 @@ def main(argv=None):
     parser.add_argument("--data-dir", default=os.path.join("..", "shared", "data", "cmudict"))
     parser.add_argument("--every", type=int, default=10, help="score every N-th dev word")
     args = parser.parse_args(argv)
-    g2p = load_example()
+    g2p = _report.load_g2p_example()
     dev = g2p.read_split(args.data_dir, "cmudict-0.7b.train-dev-1-21")
     words = sorted(dev)[:: args.every]
     print(

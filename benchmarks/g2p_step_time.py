@@ -2,10 +2,10 @@
 
 Builds today's recipe model of `examples/g2p_cmudict.py` (2-layer bi-LSTM
 encoder of 256 per direction, location-sensitive attention, LSTM decoder of
-256) and trains it on the first `--batches` batches of 128
-pronunciations of `cmudict-0.7b.train` (batches of similar length, in the training's shuffled
-order): one pass to build every shape, then
-`--passes` timed passes, keeping the fastest. Each setting runs in its own
+256) and trains it on the first `--batches` batches of 128 pronunciations of
+`cmudict-0.7b.train` (words of similar length, in the training's shuffled
+order): one pass to build every shape, then `--passes` timed passes,
+keeping the fastest. Each setting runs in its own
 process (TensorFlow's threads are fixed when it starts), and the settings
 alternate for `--rounds` rounds, so a machine that grows busier slows them
 alike. Writes the "G2P: training step time" section of docs/benchmarks.md.
@@ -31,7 +31,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _report  # noqa: E402
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "g2p_cmudict.py"
 # name -> (intra-op threads, jit_compile); the first is the reference.
 SETTINGS = {
     "TensorFlow's default threads (`--intra-op-threads 0`)": (0, False),
@@ -42,11 +41,7 @@ SETTINGS = {
 
 def measure(data_dir, threads, jit, batches, passes):
     """Runs in a fresh process: ms per step (wall and CPU) of the recipe model."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("g2p_cmudict", EXAMPLE)
-    g2p = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(g2p)
+    g2p = _report.load_g2p_example()
     g2p.set_intra_op_threads(threads)
     import keras
     import numpy as np

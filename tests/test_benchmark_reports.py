@@ -4,9 +4,9 @@ import ast
 import csv
 import json
 import os
-from pathlib import Path
 
 import pytest
+from _scripts import ROOT
 from _scripts import load_script
 
 
@@ -352,7 +352,7 @@ def test_step_time_table_gives_medians_and_ratios_to_the_default():
 @pytest.mark.tensorflow
 def test_step_time_measures_the_recipe_model_on_real_batches():
     bench = load_script("benchmarks/g2p_step_time.py")
-    data = Path(bench.EXAMPLE).parents[1].parent / "shared" / "data" / "cmudict"
+    data = ROOT.parent / "shared" / "data" / "cmudict"
     if not (data / "cmudict-0.7b.train").exists():
         pytest.skip(f"CMUdict not found in {data}")
     out = bench.measure(str(data), 0, False, batches=2, passes=1)
