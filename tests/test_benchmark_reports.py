@@ -200,8 +200,7 @@ def test_beam_settings_report_names_a_run_of_its_own_section(beam_settings):
     config = {"attention": "bahdanau", "conditional": True, "decoder_init": "mean", "seed": 1}
     report = beam_settings.build_report(config, [row], row, tests, "val", 1014, "runs/x")
     assert report.startswith(
-        "Run: `runs/x` (`bahdanau`, conditional decoder, s_0 from the mean of the memory, "
-        "seed 1)."
+        "Run: `runs/x` (`bahdanau`, conditional decoder, s_0 from the mean of the memory, seed 1)."
     )
     assert "| beam 4, penalty 1 | 58.30 | 56.50 | 72.90 | 10 | yes |" in report
     assert "| test_2016_flickr | 60.00 | 58.10 | 74.10 |" in report
@@ -241,9 +240,7 @@ def test_recipe_cost_ratios_are_to_plain_cross_entropy_in_the_same_run():
     assert f"| {names[-1]} | 1,500,000 | 0.200 | 1.00× |" in report
 
 
-def test_docs_plot_is_embedded_only_for_a_run_compared_with_the_baseline(
-    translation_bar, tmp_path
-):
+def test_docs_plot_is_embedded_only_for_a_run_compared_with_the_baseline(translation_bar, tmp_path):
     run = _run_folder(tmp_path / "att", "bahdanau", [2.0], {"test_2016_flickr": 59.0})
     curves = {"bahdanau attention": [[1, 8, 174, 65.4], [9, 80, 826, 58.1]]}
     results = json.loads((run / "eval" / "results.json").read_text())
@@ -358,3 +355,73 @@ def test_step_time_measures_the_recipe_model_on_real_batches():
     out = bench.measure(str(data), 0, False, batches=2, passes=1)
     assert set(out) == {"first_pass_s", "ms_per_step", "cpu_ms_per_step"}
     assert out["ms_per_step"] > 0 and out["cpu_ms_per_step"] > 0 and out["first_pass_s"] > 0
+
+
+def _g2p_run(path, seed, greedy, beam, epoch_seconds=(180.0, 170.0), **config):
+    """A run folder of `examples/g2p_cmudict.py` as `train` and `evaluate` leave it."""
+    path.mkdir()
+    settings = {"attention": "location-sensitive", "learning_rate": 3e-3, "seed": seed}
+    settings.update(config)
+    settings.setdefault("quick", False)
+    (path / "config.json").write_text(json.dumps(settings))
+    epochs = [{"epoch": i + 1, "seconds": s} for i, s in enumerate(epoch_seconds)]
+    progress = {"seconds": sum(epoch_seconds), "epochs": epochs}
+    (path / "progress.json").write_text(json.dumps(progress))
+    scores = {"split": "test", "file": "cmudict-0.7b.test", "words": 12}
+    scores["greedy"] = {"wer": greedy[0], "per": greedy[1]}
+    scores["beam 4"] = {"wer": beam[0], "per": beam[1]}
+    (path / "eval_test.json").write_text(json.dumps(scores))
+    return str(path)
+
+
+def test_g2p_seeds_table_gives_each_seed_then_mean_and_range(tmp_path):
+    bench = load_script("benchmarks/g2p_seeds.py")
+    dirs = [
+        _g2p_run(tmp_path / "s0", 0, (23.25, 5.43), (23.15, 5.39)),
+        _g2p_run(tmp_path / "s1", 1, (23.0, 5.5), (22.7, 5.2), epoch_seconds=(150.0, 210.0)),
+        _g2p_run(tmp_path / "s2", 2, (24.0, 5.6), (23.9, 5.5)),
+    ]
+    runs = [bench.read_run(d) for d in dirs]
+    bench.check_same_recipe(runs)
+    table = bench.table(runs)
+    assert "| 1 | 2 | 6.0 | 150 to 210 | 23.00 / 22.70 | 5.50 / 5.20 |" in table
+    # beam WER (23.15 + 22.7 + 23.9) / 3 = 23.25; PER (5.39 + 5.2 + 5.5) / 3 = 5.363
+    assert "| mean (range), beam 4 | | | | 23.25 (22.70 to 23.90) | 5.36 (5.20 to 5.50) |" in table
+    assert "| mean (range), greedy | | | | 23.42 (23.00 to 24.00) |" in table
+    met, line = bench.verdict(runs)
+    assert not met and "WER 23.25 > 23.0" in line and "PER 5.36 ≤ 5.4" in line
+
+
+def test_g2p_seeds_target_needs_all_three_seeds_and_the_hour(tmp_path):
+    bench = load_script("benchmarks/g2p_seeds.py")
+    good = [
+        bench.read_run(_g2p_run(tmp_path / f"s{i}", i, (23.0, 5.4), (22.9, 5.3))) for i in range(3)
+    ]
+    assert bench.verdict(good)[0]
+    assert not bench.verdict(good[:2])[0]
+    assert "2 of the 3 seeds" in bench.verdict(good[:2])[1]
+    slow = _g2p_run(tmp_path / "slow", 3, (23.0, 5.4), (22.9, 5.3), epoch_seconds=(1900.0, 1800))
+    met, line = bench.verdict(good[:2] + [bench.read_run(slow)])
+    assert not met and "61.7 minutes of training > 60" in line
+
+
+def test_g2p_seeds_refuses_runs_of_different_recipes_naming_the_setting(tmp_path):
+    bench = load_script("benchmarks/g2p_seeds.py")
+    a = bench.read_run(_g2p_run(tmp_path / "a", 0, (23.0, 5.4), (22.9, 5.3)))
+    b = bench.read_run(_g2p_run(tmp_path / "b", 1, (23.0, 5.4), (22.9, 5.3), learning_rate=2e-3))
+    with pytest.raises(SystemExit, match=r"learning_rate is 0.003 in .*a and 0.002 in .*b"):
+        bench.check_same_recipe([a, b])
+    twice = bench.read_run(_g2p_run(tmp_path / "c", 0, (23.0, 5.4), (22.9, 5.3)))
+    with pytest.raises(SystemExit, match=r"a seed appears twice: \[0, 0\]"):
+        bench.check_same_recipe([a, twice])
+
+
+def test_g2p_seeds_names_a_missing_score_file_and_the_command_that_writes_it(tmp_path):
+    bench = load_script("benchmarks/g2p_seeds.py")
+    run = _g2p_run(tmp_path / "a", 0, (23.0, 5.4), (22.9, 5.3))
+    os.remove(os.path.join(run, "eval_test.json"))
+    with pytest.raises(SystemExit, match=r"eval_test\.json: not found \(`evaluate --split test`"):
+        bench.read_run(run)
+    quick = _g2p_run(tmp_path / "q", 0, (23.0, 5.4), (22.9, 5.3), quick=True)
+    with pytest.raises(SystemExit, match="--quick run"):
+        bench.read_run(quick)
