@@ -50,6 +50,9 @@ from keras_attention import LocationSensitiveAttention  # noqa: E402
 from keras_attention import LuongAttention  # noqa: E402
 from keras_attention import LuongDecoder  # noqa: E402
 from keras_attention import Seq2SeqGenerator  # noqa: E402
+from keras_attention.generation import beam_search  # noqa: E402
+from keras_attention.generation import greedy_search  # noqa: E402
+from keras_attention.generation.search_defaults import COVERAGE_PENALTY  # noqa: E402
 
 # The files of ../shared/data/cmudict and their sha256 (see the README there).
 SHA256 = {
@@ -337,6 +340,69 @@ def make_generator(model, monotonic_mode="hard"):
     if isinstance(layer, BahdanauMonotonicAttention):
         layer.mode = {"hard": "hard", "soft": "parallel"}[monotonic_mode]
     return Seq2SeqGenerator.from_model(model, start_id=START, end_id=END)
+
+
+class Ensemble:
+    """Several trained models of one vocabulary decoding as one.
+
+    At every step each model reads the same previous phone and its own state;
+    the next phone is chosen from the mean of their probabilities (the log
+    of the mean, so each model counts alike whatever its confidence), and the
+    attention shown is the mean of theirs. The search is the package's own
+    `greedy_search` / `beam_search` over that step, so the results have the
+    keys of `Seq2SeqGenerator.greedy` / `beam`. An ensemble of one model
+    decodes exactly as that model does.
+    """
+
+    def __init__(self, generators):
+        if not generators:
+            raise ValueError("An ensemble needs at least one generator")
+        self.generators = list(generators)
+        self._compiled = {}
+
+    def _step(self, tokens, states):
+        log_probs, weights, new_states = [], [], []
+        for generator, state in zip(self.generators, states, strict=True):
+            logits, attention, state = generator.step(tokens, state)
+            log_probs.append(keras.ops.log_softmax(keras.ops.cast(logits, "float32"), axis=-1))
+            weights.append(keras.ops.cast(attention, "float32"))
+            new_states.append(state)
+        n = float(len(self.generators))
+        mean_log_prob = keras.ops.logsumexp(keras.ops.stack(log_probs), axis=0) - math.log(n)
+        return mean_log_prob, keras.ops.mean(keras.ops.stack(weights), axis=0), new_states
+
+    def _search(self, search, source, **options):
+        states = []
+        for generator in self.generators:
+            state, mask = generator.encode(source)
+            states.append(state)
+        start = keras.ops.full((keras.ops.shape(source)[0],), START, dtype="int32")
+        length = keras.ops.shape(source)[1]
+        max_length = self.generators[0].resolve_max_length(length, None)
+        return search(
+            self._step, states, start, END, max_length, length, source_mask=mask, **options
+        )
+
+    def _run(self, key, fn, source):
+        if key not in self._compiled:
+            spec = tf.TensorSpec((None, None), tf.int32)
+            self._compiled[key] = tf.function(fn, input_signature=[spec])
+        out = self._compiled[key](tf.constant(source, tf.int32))
+        return {k: np.asarray(v) for k, v in out.items()}
+
+    def greedy(self, source):
+        """Greedy decoding of `source` (batch, S) ids, as `Seq2SeqGenerator.greedy`."""
+        return self._run("greedy", lambda s: self._search(greedy_search, s), source)
+
+    def beam(self, source, beam_width, length_penalty, coverage_penalty=COVERAGE_PENALTY):
+        """Beam search of `source`, as `Seq2SeqGenerator.beam` (its best hypothesis)."""
+        options = {
+            "beam_width": beam_width,
+            "length_penalty": length_penalty,
+            "coverage_penalty": coverage_penalty,
+        }
+        key = ("beam", beam_width, length_penalty, coverage_penalty)
+        return self._run(key, lambda s: self._search(beam_search, s, **options), source)
 
 
 # ------------------------------------------------------------------ scoring
@@ -759,11 +825,30 @@ def evaluate(args):
     if args.limit:
         lexicon = dict(list(lexicon.items())[: args.limit])
     generator = make_generator(model, args.monotonic_mode)
-    print(f"Evaluating {args.run_dir} on {name} ({len(lexicon):,} words)")
+    runs = [args.run_dir]
+    if args.ensemble:
+        generators = [generator]
+        for run_dir in args.ensemble:
+            member, member_vocab, member_config = load_run(run_dir)
+            if member_vocab.to_json() != vocab.to_json():
+                raise SystemExit(
+                    f"evaluate: {run_dir} has another vocabulary than {args.run_dir} "
+                    "(vocab.json): an ensemble's runs must share one"
+                )
+            if member_config["split"] != config["split"]:
+                raise SystemExit(
+                    f"evaluate: {run_dir} was trained for the {member_config['split']} split "
+                    f"and {args.run_dir} for the {config['split']} split: an ensemble's "
+                    "runs must be trained on the same file"
+                )
+            generators.append(make_generator(member, args.monotonic_mode))
+            runs.append(run_dir)
+        generator = Ensemble(generators)
+    print(f"Evaluating {' + '.join(runs)} on {name} ({len(lexicon):,} words)")
     decodings = {"greedy": None}
     if args.beam_width:
         decodings[f"beam {args.beam_width}"] = args.beam_width
-    results = {"split": split, "file": name, "words": len(lexicon)}
+    results = {"split": split, "file": name, "words": len(lexicon), "runs": runs}
     by_length = {}
     for label, width in decodings.items():
         tick = time.perf_counter()
@@ -786,19 +871,22 @@ def evaluate(args):
     if args.alignments:
         words = [w.strip() for w in args.alignments.split(",") if w.strip()]
         save_alignment_plot(
-            args.alignment_plot, generator, vocab, words, alignment_title(config, args)
+            args.alignment_plot, generator, vocab, words, alignment_title(config, args, len(runs))
         )
         print(f"Saved the alignments to {args.alignment_plot}")
-    out = args.json or os.path.join(args.run_dir, f"eval_{split}.json")
+    ensemble = f"_ensemble{len(runs)}" if len(runs) > 1 else ""
+    out = args.json or os.path.join(args.run_dir, f"eval_{split}{ensemble}.json")
     with open(out, "w") as f:
         json.dump(results, f, indent=1)
     return results
 
 
-def alignment_title(config, args):
+def alignment_title(config, args, models=1):
     title = f"attention: {config['attention']}"
     if config["attention"] == "monotonic":
         title += f", decoded {args.monotonic_mode}"
+    if models > 1:
+        title += f", mean of {models} models"
     return title
 
 
@@ -999,7 +1087,18 @@ def parse_args(argv):
     p.add_argument("--alignments", help="comma-separated words whose attention to plot")
     p.add_argument("--alignment-plot", default="g2p_alignments.png")
     p.add_argument("--monotonic-mode", choices=("hard", "soft"), default="hard")
-    p.add_argument("--json", help="write the scores here (default: RUN/eval_SPLIT.json)")
+    p.add_argument(
+        "--ensemble",
+        nargs="+",
+        metavar="RUN",
+        help="more runs of the same vocabulary and split that decode with RUN as one "
+        "(the mean of their probabilities at each step)",
+    )
+    p.add_argument(
+        "--json",
+        help="write the scores here (default: RUN/eval_SPLIT.json, "
+        "RUN/eval_SPLIT_ensembleN.json for an ensemble of N runs)",
+    )
     p.add_argument("--verbose", type=int, default=1, help="0: no progress bar")
 
     p = commands.add_parser(

@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -412,3 +413,100 @@ def test_training_resumes_after_a_kill_from_the_last_epoch(g2p, tmp_path, monkey
     assert np.all(np.diff(rates[1:]) < 0)
     peak = 5e-3
     np.testing.assert_allclose(rates[-1], cosine(peak, peak / 30, 131 / 132), rtol=1e-4)
+
+
+# --------------------------------------------------------------- ensembles
+
+
+def _perturbed_generator(g2p, run_dir, seed):
+    """The quick run's model with noise added to every weight: another model, same vocabulary."""
+    model, _, _ = g2p.load_run(str(run_dir))
+    rng = np.random.default_rng(seed)
+    for v in model.weights:
+        value = v.numpy()
+        v.assign(value + rng.normal(0.0, 0.05, value.shape).astype(value.dtype))
+    return g2p.make_generator(model)
+
+
+def _word_batch(g2p, run_dir, count=12):
+    _, vocab, _ = g2p.load_run(str(run_dir))
+    test = g2p.read_split(str(DATA), "cmudict-0.7b.test")
+    words = list(test)[::997][:count]
+    return g2p.pad_rows([vocab.encode_word(w) for w in words])  # (B, S), padded with 0
+
+
+def test_an_ensemble_of_one_model_twice_decodes_as_that_model(g2p, run_dir):
+    model, _, _ = g2p.load_run(str(run_dir))
+    generator = g2p.make_generator(model)
+    ensemble = g2p.Ensemble([generator, g2p.make_generator(g2p.load_run(str(run_dir))[0])])
+    source = _word_batch(g2p, run_dir)
+    alone, together = generator.greedy(source), ensemble.greedy(source)
+    np.testing.assert_array_equal(together["tokens"], alone["tokens"])
+    np.testing.assert_allclose(together["log_probs"], alone["log_probs"], atol=1e-4)
+    np.testing.assert_allclose(together["attention"], alone["attention"], atol=1e-5)
+    beam_alone = generator.beam(source, beam_width=3, length_penalty=0.6)
+    beam_together = ensemble.beam(source, beam_width=3, length_penalty=0.6)
+    np.testing.assert_array_equal(beam_together["tokens"], beam_alone["tokens"])
+
+
+def test_ensemble_greedy_takes_the_best_mean_probability_at_every_step(g2p, run_dir):
+    generators = [_perturbed_generator(g2p, run_dir, seed) for seed in (1, 2, 3)]
+    ensemble = g2p.Ensemble(generators)
+    source = _word_batch(g2p, run_dir)
+    out = ensemble.greedy(source)
+    tokens, lengths = out["tokens"], out["lengths"]
+    # The reference: each model run teacher-forced along the ensemble's output,
+    # the mean of its probabilities in float64.
+    target_in = np.concatenate([np.full((len(source), 1), g2p.START), tokens[:, :-1]], axis=1)
+    probs = []
+    for generator in generators:
+        logits = np.asarray(generator.teacher_forced_logits(source, target_in), np.float64)
+        logits -= logits.max(axis=-1, keepdims=True)
+        probs.append(np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True))
+    mean = np.mean(probs, axis=0)  # (B, L, V)
+    disagreements = 0
+    for b in range(len(source)):
+        n = int(lengths[b])
+        assert n > 0
+        np.testing.assert_array_equal(mean[b, :n].argmax(axis=-1), tokens[b, :n])
+        chosen = mean[b, np.arange(n), tokens[b, :n]]
+        np.testing.assert_allclose(out["log_probs"][b], np.log(chosen).sum(), rtol=1e-4)
+        # The models do not all agree, so the mean decides something.
+        disagreements += sum(int((p[b, :n].argmax(axis=-1) != tokens[b, :n]).any()) for p in probs)
+    assert disagreements > 0
+
+
+def test_evaluate_an_ensemble_keeps_the_runs_own_scores(g2p, run_dir, tmp_path, capsys):
+    second = tmp_path / "second"
+    shutil.copytree(run_dir, second)
+    argv = ["evaluate", "--run-dir", str(run_dir), "--data-dir", str(DATA), "--limit", "30"]
+    single = g2p.main([*argv, "--beam-width", "0", "--verbose", "0"])
+    before = (run_dir / "eval_test.json").read_text()
+    both = g2p.main([*argv, "--beam-width", "2", "--verbose", "0", "--ensemble", str(second)])
+    out = capsys.readouterr().out
+    assert f"Evaluating {run_dir} + {second} on cmudict-0.7b.test (30 words)" in out
+    # Two copies of one model decode as that model; the run's own scores stay.
+    assert both["greedy"]["wer"] == single["greedy"]["wer"]
+    assert both["runs"] == [str(run_dir), str(second)]
+    assert (run_dir / "eval_test.json").read_text() == before
+    saved = json.loads((run_dir / "eval_test_ensemble2.json").read_text())
+    assert saved["beam 2"]["words"] == 30
+
+
+def test_evaluate_refuses_an_ensemble_of_another_vocabulary_or_split(g2p, run_dir, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(run_dir, other)
+    vocab = json.loads((other / "vocab.json").read_text())
+    key = "phones" if "phones" in vocab else next(iter(vocab))
+    vocab[key][3], vocab[key][4] = vocab[key][4], vocab[key][3]
+    (other / "vocab.json").write_text(json.dumps(vocab))
+    argv = ["evaluate", "--run-dir", str(run_dir), "--data-dir", str(DATA), "--limit", "5"]
+    with pytest.raises(SystemExit, match=rf"{other} has another vocabulary than {run_dir}"):
+        g2p.main([*argv, "--ensemble", str(other)])
+    dev = tmp_path / "dev"
+    shutil.copytree(run_dir, dev)
+    config = json.loads((dev / "config.json").read_text())
+    config["split"] = "dev"
+    (dev / "config.json").write_text(json.dumps(config))
+    with pytest.raises(SystemExit, match=rf"{dev} was trained for the dev split"):
+        g2p.main([*argv, "--ensemble", str(dev)])
