@@ -63,7 +63,7 @@ def site(chromium, tmp_path_factory):
     export_run(
         run,
         folder / "export",
-        variants=("float32", "int8"),
+        variants=("float32", "float16", "int8"),
         saved_model=False,
         source_length=SOURCE_LENGTH,
         tflite_beam=True,
@@ -116,10 +116,12 @@ def _python_lite(site, variant, signature, ids, end_id):
 @pytest.fixture(scope="module")
 def page_answers(chromium, server, sentences, tmp_path_factory):
     """One browser session: every sentence greedy and beam in float32, then
-    int8, then the three bad inputs; a screenshot after the first beam."""
+    float16, then int8, then the three bad inputs; a screenshot after the first beam."""
     url, _ = server
     cases = [{"text": s, "variant": "float32", "search": "greedy"} for s in sentences]
     cases += [{"text": s, "variant": "float32", "search": "beam"} for s in sentences]
+    cases += [{"text": s, "variant": "float16", "search": "greedy"} for s in sentences]
+    cases += [{"text": s, "variant": "float16", "search": "beam"} for s in sentences]
     cases += [{"text": s, "variant": "int8", "search": "greedy"} for s in sentences]
     cases += [{"text": s, "variant": "int8", "search": "beam"} for s in sentences]
     long_text = " ".join(["a very long sentence indeed"] * 12)
@@ -140,6 +142,8 @@ def page_answers(chromium, server, sentences, tmp_path_factory):
     [
         ("float32", "greedy", "translate"),
         ("float32", "beam", "translate_beam"),
+        ("float16", "greedy", "translate"),
+        ("float16", "beam", "translate_beam"),
         ("int8", "greedy", "translate"),
         ("int8", "beam", "translate_beam"),
     ],

@@ -24,6 +24,7 @@ import keras
 import tensorflow as tf
 
 from keras_attention.export.backend import check_tensorflow_backend
+from keras_attention.export.float16 import float16_weights
 from keras_attention.export.generator_module import GeneratorModule
 from keras_attention.export.operators import non_builtin_operators
 from keras_attention.generation.search_defaults import check_beam_width
@@ -345,7 +346,10 @@ def convert(lite_generator, quantization=None):
     Args:
         lite_generator: a `LiteGenerator`.
         quantization: None (float32); "float16" (float16 weights, dequantized
-            at load); "int8" (dynamic range: int8 weights, float activations).
+            at load, written into the float32 conversion by
+            `float16.float16_weights` so the loops read them where the float32
+            model does); "int8" (dynamic range: int8 weights, float
+            activations).
 
     Raises:
         ValueError: an unknown quantization, or a converted model that still
@@ -360,12 +364,11 @@ def convert(lite_generator, quantization=None):
     # slipping into the model.
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     converter.allow_custom_ops = False
-    if quantization == "float16":
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.target_spec.supported_types = [tf.float16]
-    elif quantization == "int8":
+    if quantization == "int8":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
     data = converter.convert()
+    if quantization == "float16":
+        data = float16_weights(data)
     # The converter refuses Flex and custom ops, but not the variable ops of
     # weights it failed to freeze, which only fail at `invoke()`.
     forbidden = non_builtin_operators(data)
