@@ -425,3 +425,23 @@ def test_g2p_seeds_names_a_missing_score_file_and_the_command_that_writes_it(tmp
     quick = _g2p_run(tmp_path / "q", 0, (23.0, 5.4), (22.9, 5.3), quick=True)
     with pytest.raises(SystemExit, match="--quick run"):
         bench.read_run(quick)
+
+
+@pytest.mark.tensorflow
+def test_float16_benchmark_counts_the_loop_values_of_each_variant(capsys):
+    bench = load_script("benchmarks/float16_export_benchmark.py")
+    argv = ["--vocab", "300", "--embedding", "16", "--units", "32", "--source-length", "12"]
+    assert bench.main([*argv, "--words", "5", "--repeats", "1"]) == 0
+    rows = {
+        line.split(" | ")[0].lstrip("| "): line.split(" | ")
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("| float")
+    }
+    assert list(rows) == list(bench.VARIANTS)
+    carried = {name: row[1] for name, row in rows.items()}
+    # The package's float16 loops carry what float32 loops carry; the
+    # converter's option (TensorFlow 2.21) carries weights besides.
+    assert carried["float16, this package"] == carried["float32"]
+    greedy, beam = (int(v) for v in carried["float32"].split(" / "))
+    theirs = [int(v) for v in carried["float16, converter's option"].split(" / ")]
+    assert theirs[0] >= greedy and theirs[1] >= beam and greedy >= 8

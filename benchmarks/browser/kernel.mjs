@@ -5,8 +5,11 @@
 //
 // REQUEST: {"url": ".../kernel.html", "chromium": "...", "user_data_dir": "...",
 //           "models": ["a.tflite", ...], "input": [numbers], "shape": [1, n],
-//           "repeats": N}
-// ANSWER: {"ms": {model: [N milliseconds]}, "page_errors": [...]}
+//           "repeats": N, and optionally "signatures": ["serving_default", ...]
+//           (each model is timed on each), "input_name": "x", "dtype": "float32"
+//           or "int32"}
+// ANSWER: {"ms": {model: [N milliseconds]}, "page_errors": [...]}; with
+//         "signatures", {"ms": {"model signature": [...]}, ...}
 import { readFileSync } from "node:fs";
 
 import puppeteer from "puppeteer-core";
@@ -23,30 +26,43 @@ try {
   const page = await browser.newPage();
   page.on("pageerror", (error) => answer.page_errors.push(String(error)));
   await page.goto(request.url, { waitUntil: "load" });
+  const signatures = request.signatures ?? ["serving_default"];
   for (const model of request.models) {
-    answer.ms[model] = await page.evaluate(
-      async ({ model, input, shape, repeats }) => {
-        const { Tensor, loadLiteRt, loadAndCompile } = await import("@litertjs/core");
-        window.liteRt ??= loadLiteRt(new URL("./vendor/wasm/", location.href).href);
-        await window.liteRt;
-        const compiled = await loadAndCompile(new URL(model, location.href).href, {
-          accelerator: "wasm",
-        });
-        const times = [];
-        for (let i = 0; i <= repeats; i++) {
-          const tensor = new Tensor(new Float32Array(input), shape);
-          const started = performance.now();
-          const outputs = await compiled.run("serving_default", { x: tensor });
-          const elapsed = performance.now() - started;
-          tensor.delete();
-          for (const out of Object.values(outputs)) out.delete();
-          if (i > 0) times.push(elapsed); // the first call warms up
-        }
-        compiled.delete();
-        return times;
-      },
-      { model, input: request.input, shape: request.shape, repeats: request.repeats },
-    );
+    for (const signature of signatures) {
+      const key = request.signatures ? `${model} ${signature}` : model;
+      answer.ms[key] = await page.evaluate(
+        async ({ model, input, shape, repeats, signature, inputName, dtype }) => {
+          const { Tensor, loadLiteRt, loadAndCompile } = await import("@litertjs/core");
+          window.liteRt ??= loadLiteRt(new URL("./vendor/wasm/", location.href).href);
+          await window.liteRt;
+          const compiled = await loadAndCompile(new URL(model, location.href).href, {
+            accelerator: "wasm",
+          });
+          const times = [];
+          const Typed = dtype === "int32" ? Int32Array : Float32Array;
+          for (let i = 0; i <= repeats; i++) {
+            const tensor = new Tensor(new Typed(input), shape);
+            const started = performance.now();
+            const outputs = await compiled.run(signature, { [inputName]: tensor });
+            const elapsed = performance.now() - started;
+            tensor.delete();
+            for (const out of Object.values(outputs)) out.delete();
+            if (i > 0) times.push(elapsed); // the first call warms up
+          }
+          compiled.delete();
+          return times;
+        },
+        {
+          model,
+          input: request.input,
+          shape: request.shape,
+          repeats: request.repeats,
+          signature,
+          inputName: request.input_name ?? "x",
+          dtype: request.dtype ?? "float32",
+        },
+      );
+    }
   }
 } catch (error) {
   answer.page_errors.push(String(error));
