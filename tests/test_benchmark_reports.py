@@ -445,3 +445,25 @@ def test_float16_benchmark_counts_the_loop_values_of_each_variant(capsys):
     greedy, beam = (int(v) for v in carried["float32"].split(" / "))
     theirs = [int(v) for v in carried["float16, converter's option"].split(" / ")]
     assert theirs[0] >= greedy and theirs[1] >= beam and greedy >= 8
+
+
+def test_g2p_seeds_reports_the_ensemble_of_exactly_these_runs(tmp_path):
+    bench = load_script("benchmarks/g2p_seeds.py")
+    dirs = [_g2p_run(tmp_path / f"s{i}", i, (23.0, 5.4), (22.9, 5.3)) for i in range(3)]
+    runs = [bench.read_run(d) for d in dirs]
+    assert bench.read_ensemble(runs) is None  # not evaluated yet
+    scores = {"runs": dirs, "greedy": {"wer": 21.5, "per": 4.9}}
+    scores["beam 4"] = {"wer": 20.96, "per": 4.8}
+    path = os.path.join(dirs[0], "eval_test_ensemble3.json")
+    with open(path, "w") as f:
+        json.dump(scores, f)
+    ensemble = bench.read_ensemble(runs)
+    assert ensemble["beam"] == (20.96, 4.8) and ensemble["minutes"] == pytest.approx(17.5)
+    text = " ".join(bench.ensemble_lines(runs, ensemble))
+    assert "beam 4 20.96 / 4.80" in text and "18 minutes of training in all" in text
+    assert "(WER ≤ 21.0): met" in text
+    scores["runs"] = dirs[:2] + [str(tmp_path / "elsewhere")]
+    with open(path, "w") as f:
+        json.dump(scores, f)
+    with pytest.raises(SystemExit, match="not of these runs"):
+        bench.read_ensemble(runs)
