@@ -503,7 +503,10 @@ class TimeBudget(keras.callbacks.Callback):
     budget still decays to the floor, and the same seed and step count give
     the same schedule however busy the machine is. Training stops at the end
     of an epoch when one more epoch, as long as the last, would pass the time
-    budget (`fit` itself stops at the last epoch).
+    budget (`fit` itself stops at the last epoch), and within an epoch at the
+    first batch that starts past the budget: an epoch slower than the one
+    before it (a busy machine) cuts that epoch short instead of overrunning
+    the budget. The partial epoch is saved and counted like any other.
     """
 
     def __init__(self, budget_s, peak, floor, state_path, warmup_steps=300, total_steps=None):
@@ -530,6 +533,7 @@ class TimeBudget(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch_started = time.perf_counter()
+        self._cut_at = None  # the batches of an epoch the budget cut short
 
     def rate(self, step, elapsed_s):
         """The learning rate at optimizer step `step` after `elapsed_s` seconds of training."""
@@ -543,6 +547,9 @@ class TimeBudget(keras.callbacks.Callback):
         return rate
 
     def on_train_batch_begin(self, batch, logs=None):
+        if self.elapsed_now() >= self.budget_s:
+            self.model.stop_training = True  # `fit` stops after this batch
+            self._cut_at = batch + 1
         if batch % 10:
             return
         step = int(self.model.optimizer.iterations.numpy())
@@ -555,14 +562,15 @@ class TimeBudget(keras.callbacks.Callback):
         seconds = time.perf_counter() - self._epoch_started
         self.state["seconds"] = self.elapsed_now()
         rate = float(self.model.optimizer.learning_rate.numpy())
-        self.state["epochs"].append(
-            {
-                "epoch": epoch + 1,
-                "seconds": round(seconds, 1),
-                "loss": float(logs["loss"]),
-                "learning_rate": rate,
-            }
-        )
+        entry = {
+            "epoch": epoch + 1,
+            "seconds": round(seconds, 1),
+            "loss": float(logs["loss"]),
+            "learning_rate": rate,
+        }
+        if self._cut_at is not None:
+            entry["batches"] = self._cut_at  # cut short by the budget
+        self.state["epochs"].append(entry)
         with open(self.state_path, "w") as f:
             json.dump(self.state, f, indent=1)
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -570,6 +578,7 @@ class TimeBudget(keras.callbacks.Callback):
             f"\nepoch {epoch + 1}: {seconds:.0f} s, {self.state['seconds'] / 60:.1f} of "
             f"{self.budget_s / 60:.0f} minutes, learning rate {rate:.2e}, "
             f"load average {load:.2f}"
+            + (f"; the time budget ran out after {self._cut_at} batches" if self._cut_at else "")
         )
         if self.state["seconds"] + seconds > self.budget_s:
             self.model.stop_training = True

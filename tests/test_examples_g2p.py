@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -199,6 +200,25 @@ def test_the_warm_up_scales_the_first_steps(g2p, tmp_path):
     np.testing.assert_allclose(budget.rate(0, 0.0), 2.0 / 10)
     np.testing.assert_allclose(budget.rate(4, 0.0), cosine(2.0, 0.2, 0.04) * 5 / 10)
     np.testing.assert_allclose(budget.rate(10, 0.0), cosine(2.0, 0.2, 0.1))
+
+
+def test_a_slow_epoch_is_cut_short_at_the_time_budget(g2p, tmp_path):
+    import keras
+
+    class Slow(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            time.sleep(0.02)
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(1e-3), "mse")
+    x, y = np.zeros((400, 3), "float32"), np.zeros((400, 1), "float32")  # 50 batches of 8
+    budget = g2p.TimeBudget(0.5, 1e-3, 1e-4, str(tmp_path / "progress.json"), warmup_steps=0)
+    model.fit(x, y, batch_size=8, epochs=3, verbose=0, callbacks=[budget, Slow()])
+    epochs = budget.state["epochs"]
+    # One epoch, cut short: not three epochs of 50 batches (about 3 s).
+    assert len(epochs) == 1 and 1 <= epochs[0]["batches"] < 50, epochs
+    assert 0.5 <= budget.state["seconds"] < 0.5 + 0.3
+    assert budget.finished()
 
 
 def test_intra_op_threads_are_set_in_a_fresh_process(tmp_path):
