@@ -165,6 +165,7 @@ def main(argv=None):
                 answer = drive(args.chromium, url, cases)
                 page_ids = [r["ids"] for r in answer["results"]]
                 page_ms = [r["ms"] for r in answer["results"]]
+                call_ms = [r["model_ms"] for r in answer["results"]]
                 source_equal = sum(
                     r["source_ids"] == s for r, s in zip(answer["results"], sources, strict=True)
                 )
@@ -187,6 +188,7 @@ def main(argv=None):
                         "bleu_page": bleu(target, page_ids, references),
                         "bleu_python": bleu(target, lite_ids, references),
                         "page_ms": statistics.median(page_ms),
+                        "call_ms": statistics.median(call_ms),
                         "python_ms": statistics.median(lite_ms),
                     }
                 )
@@ -207,11 +209,13 @@ def main(argv=None):
         f"test_2016_flickr, of which {len(sentences)} fit the static length "
         f"{args.source_length}. Model: {args.describe or config.get('attention')}; "
         f"exported in {export_seconds:.0f} s. Page ms: tokenize, signature call, "
-        "detokenize; Python ms: the signature call alone; medians.",
+        "detokenize; page call ms: the signature call alone, as Python ms is; medians. "
+        "The target (≤ 2×) is judged on page ms over Python ms.",
         "",
         "| variant | search | source ids equal | output ids equal | BLEU page | "
-        "BLEU Python | Δ BLEU | page ms | Python ms | page / Python |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "BLEU Python | Δ BLEU | page ms | page call ms | Python ms | page / Python "
+        "| page call / Python |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ratio = r["page_ms"] / r["python_ms"]
@@ -219,7 +223,9 @@ def main(argv=None):
             f"| {r['variant']} | {r['search']} | {r['source_equal']}/{r['n']} | "
             f"{r['equal']}/{r['n']} | {r['bleu_page']:.2f} | {r['bleu_python']:.2f} | "
             f"{r['bleu_page'] - r['bleu_python']:+.2f} | {r['page_ms']:.1f} | "
-            f"{r['python_ms']:.1f} | {ratio:.2f}× {'✓' if ratio <= SPEED_TARGET else '✗'} |"
+            f"{r['call_ms']:.1f} | {r['python_ms']:.1f} | "
+            f"{ratio:.2f}× {'✓' if ratio <= SPEED_TARGET else '✗'} | "
+            f"{r['call_ms'] / r['python_ms']:.2f}× |"
         )
     lines += [
         "",

@@ -39,6 +39,7 @@ async function show(translator, text, search) {
     `${result.milliseconds.toFixed(1)} ms · ${result.variant}, ${result.search} · ` +
     `${result.sourceIds.length} source and ${result.outputIds.length} output subwords`;
   time.dataset.ms = result.milliseconds.toFixed(3);
+  time.dataset.modelMs = result.modelMilliseconds.toFixed(3);
   if (result.unknown.length) $("warning").textContent = describeUnknown(result.unknown);
   if (result.outputIds.length) {
     drawHeatmap($("heatmap"), result.attention, result.sourcePieces, result.outputPieces);

@@ -14,7 +14,8 @@
 // ANSWER: {
 //   "load_ms", "first_answer_ms",              from navigation start
 //   "results": [{"output", "ids", "source_ids", "message", "kind", "warning",
-//                "ms", "state"}],
+//                "ms", "model_ms", "state"}],     ms: the whole answer; model_ms:
+//                                                the signature call alone (translator)
 //   "console_errors": [...], "page_errors": [...], "failed_requests": [...],
 //   "requests": [every URL the page asked for]
 // }
@@ -118,6 +119,7 @@ try {
             kind: message.dataset.kind ?? null,
             warning: document.getElementById("warning")?.textContent ?? "",
             ms: Number(document.getElementById("time").dataset.ms ?? NaN),
+            model_ms: Number(document.getElementById("time").dataset.modelMs ?? NaN),
             heatmap: [document.getElementById("heatmap").width, document.getElementById("heatmap").height],
             state: document.body.dataset.state,
           };

@@ -80,15 +80,19 @@ export function checkSourceIds(ids, limit, vocabSize) {
  * Runs one search signature of a compiled model on checked source ids, padded
  * with `padId` to `sourceLength`. Returns the output ids before `endId`, the
  * attention rows (one Float32Array over the real source positions per output
- * id), the log-probability and, for beam, the score.
+ * id), the log-probability, for beam the score, and `milliseconds`: the time
+ * of the signature call alone (what Python LiteRT's runner measures).
  */
 export async function runSearch(model, { signature, inputName, ids, sourceLength, padId, endId }) {
   const padded = new Int32Array(sourceLength).fill(padId);
   padded.set(ids);
   const input = new Tensor(padded, [1, sourceLength]);
   let outputs;
+  let milliseconds;
   try {
+    const started = performance.now();
     outputs = await model.run(signature, { [inputName]: input });
+    milliseconds = performance.now() - started;
   } finally {
     input.delete();
   }
@@ -107,6 +111,7 @@ export async function runSearch(model, { signature, inputName, ids, sourceLength
       attention,
       logProb: outputs.log_probs.toTypedArray()[0],
       score: outputs.scores ? outputs.scores.toTypedArray()[0] : null,
+      milliseconds,
     };
   } finally {
     for (const tensor of Object.values(outputs)) tensor.delete();

@@ -58,6 +58,7 @@ export function startPage(page) {
     delete ui.output.dataset.sourceIds;
     ui.time.textContent = "";
     delete ui.time.dataset.ms;
+    delete ui.time.dataset.modelMs;
     clearHeatmap(ui.heatmap);
     page.clear?.();
   }

@@ -143,7 +143,8 @@ export class Translator {
 
   /**
    * English text → {text, sourceIds, sourcePieces, outputIds, outputPieces,
-   * attention, unknown, milliseconds}. Throws InputError for a text the
+   * attention, unknown, milliseconds, modelMilliseconds}: the whole
+   * translation's time, and the signature call's alone. Throws InputError for a text the
    * model cannot take (see `prepare`).
    */
   async translate(text, { search = "greedy" } = {}) {
@@ -163,6 +164,7 @@ export class Translator {
       search,
       variant: this.variant,
       milliseconds: performance.now() - started,
+      modelMilliseconds: result.milliseconds,
     };
   }
 
