@@ -94,7 +94,16 @@ def python_ms(path, x, repeats):
     return times, expected
 
 
-def browser_ms(folder, models, x, repeats, chromium, tmp):
+def kernel_page(folder):
+    """Builds the page's runtime (LiteRT.js) into `folder`, with no model of its own."""
+    # build.mjs copies LiteRT.js beside a manifest; this one names no model.
+    (folder / "g2p.json").write_text(json.dumps({"source_length": 1, "models": {}}))
+    _browser.build_page(folder)
+
+
+def browser_ms(folder, models, x, repeats, chromium, tmp, **request):
+    """Page milliseconds per call of each model (kernel.mjs); `request` adds its
+    optional keys (signatures, input_name, dtype)."""
     page = folder / "kernel.html"
     page.write_text(
         '<!doctype html><html><head><meta charset="utf-8"><link rel="icon" href="data:,">'
@@ -111,6 +120,7 @@ def browser_ms(folder, models, x, repeats, chromium, tmp):
             "input": x.ravel().tolist(),
             "shape": list(x.shape),
             "repeats": repeats,
+            **request,
         }
         (tmp / "request.json").write_text(json.dumps(request))
         out = subprocess.run(
@@ -137,9 +147,7 @@ def main(argv=None):
         tmp = Path(tmp)
         folder = tmp / "page"
         folder.mkdir()
-        # build.mjs copies LiteRT.js beside a manifest; this one names no model.
-        (folder / "g2p.json").write_text(json.dumps({"source_length": 1, "models": {}}))
-        _browser.build_page(folder)
+        kernel_page(folder)
         models, python = [], {}
         steps = {v: args.steps if v >= 1000 else 30 * args.steps for v in vocabularies}
         for v in vocabularies:

@@ -18,10 +18,8 @@ emit END early, so every call decodes the same number of tokens (the bound
 """
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import _report  # noqa: E402
+import browser_kernel_benchmark as kernel  # noqa: E402
 
 from keras_attention import BahdanauAttention  # noqa: E402
 from keras_attention import BahdanauDecoder  # noqa: E402
@@ -48,7 +47,6 @@ from keras_attention.export import LiteGenerator  # noqa: E402
 from keras_attention.export import convert  # noqa: E402
 
 SECTION = "Float16 export: weights inside the loops"
-DRIVER = ROOT / "benchmarks" / "browser" / "kernel.mjs"
 SIGNATURES = ("generate", "generate_beam")
 VARIANTS = ("float32", "float16, converter's option", "float16, this package")
 
@@ -135,45 +133,6 @@ def python_ms(paths, source, repeats):
     return times, lengths
 
 
-def browser_ms(folder, names, source, repeats, chromium, tmp):
-    sys.path.insert(0, str(ROOT / "tests"))
-    import _browser
-
-    (folder / "kernel.html").write_text(
-        '<!doctype html><html><head><meta charset="utf-8"><link rel="icon" href="data:,">'
-        '<script type="importmap">{"imports": {"@litertjs/core": "./vendor/litertjs-core.js",'
-        ' "@litertjs/wasm-utils": "./vendor/litertjs-wasm-utils.js"}}</script>'
-        "</head><body>float16</body></html>\n"
-    )
-    (folder / "g2p.json").write_text(json.dumps({"source_length": 1, "models": {}}))
-    _browser.build_page(folder)
-    with _browser.static_server(folder) as (index_url, _):
-        request = {
-            "url": index_url.replace("index.html", "kernel.html"),
-            "chromium": chromium,
-            "user_data_dir": str(tmp / "profile"),
-            "models": names,
-            "signatures": list(SIGNATURES),
-            "input": source.ravel().tolist(),
-            "shape": list(source.shape),
-            "input_name": "source",
-            "dtype": "int32",
-            "repeats": repeats,
-        }
-        (tmp / "request.json").write_text(json.dumps(request))
-        out = subprocess.run(
-            ["node", str(DRIVER), str(tmp / "request.json")],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-    answer = json.loads(out.stdout)
-    if answer["page_errors"]:
-        raise RuntimeError(f"the page failed: {answer['page_errors']}")
-    return answer["ms"]
-
-
 def main(argv=None):
     args = parse_args(argv)
     load = os.getloadavg()[0]
@@ -197,8 +156,18 @@ def main(argv=None):
         python, lengths = python_ms(list(files.values()), source, args.repeats)
         page = None
         if args.browser:
-            names = [f.name for f in files.values()]
-            page = browser_ms(folder, names, source, args.repeats, args.chromium, tmp)
+            kernel.kernel_page(folder)
+            page = kernel.browser_ms(
+                folder,
+                [f.name for f in files.values()],
+                source,
+                args.repeats,
+                args.chromium,
+                tmp,
+                signatures=list(SIGNATURES),
+                input_name="source",
+                dtype="int32",
+            )
     tokens = sorted(set(lengths.values()))
     lines = [
         f"A model of the translator's shape with random weights (vocabularies {args.vocab:,}, "
