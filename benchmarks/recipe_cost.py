@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _report  # noqa: E402
 import decoder_speed  # noqa: E402
 
-from keras_attention.translation.losses import SmoothedSparseCrossentropy  # noqa: E402
+from keras_attention import SmoothedSparseCrossentropy  # noqa: E402
 from keras_attention.translation.model import build_translator  # noqa: E402
 
 # name -> (label smoothing, EMA momentum, tied embeddings, encoder units per

@@ -50,6 +50,7 @@ from keras_attention import LocationSensitiveAttention  # noqa: E402
 from keras_attention import LuongAttention  # noqa: E402
 from keras_attention import LuongDecoder  # noqa: E402
 from keras_attention import Seq2SeqGenerator  # noqa: E402
+from keras_attention import SmoothedSparseCrossentropy  # noqa: E402
 from keras_attention.generation import beam_search  # noqa: E402
 from keras_attention.generation import greedy_search  # noqa: E402
 from keras_attention.generation.search_defaults import COVERAGE_PENALTY  # noqa: E402
@@ -630,6 +631,7 @@ def train(args):
         "encoder_layers": args.encoder_layers,
         "units": args.units,
         "dropout": args.dropout,
+        "label_smoothing": args.label_smoothing,
         "batch_size": args.batch_size,
         "learning_rate": args.learning_rate,
         "max_minutes": args.max_minutes,
@@ -646,6 +648,7 @@ def train(args):
         # Runs saved before the monotonic options existed used their defaults.
         saved.setdefault("sigmoid_noise", 1.0)
         saved.setdefault("score_bias_init", -1.0)
+        saved.setdefault("label_smoothing", 0.0)
         if saved != config:
             changed = sorted(k for k in config if saved.get(k) != config[k])
             raise SystemExit(
@@ -682,7 +685,8 @@ def train(args):
     )
     model.compile(
         optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=5.0),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        # Mean over the real phones (padding, id 0, ignored), label-smoothed.
+        loss=SmoothedSparseCrossentropy(args.label_smoothing, ignore_class=0),
         metrics=["accuracy"],
     )
     steps_per_epoch = args.steps_per_epoch or math.ceil(len(pairs) / args.batch_size)
@@ -1007,6 +1011,13 @@ def positive_float(text):
     return value
 
 
+def unit_interval(text):
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text}")
+    return value
+
+
 def parse_args(argv):
     formatter = argparse.ArgumentDefaultsHelpFormatter
     parser = argparse.ArgumentParser(
@@ -1043,6 +1054,12 @@ def parse_args(argv):
     p.add_argument("--encoder-layers", type=positive_int, default=2)
     p.add_argument("--units", type=positive_int, default=256, help="decoder state size")
     p.add_argument("--dropout", type=float, default=0.2)
+    p.add_argument(
+        "--label-smoothing",
+        type=unit_interval,
+        default=0.0,
+        help="ε of the smoothed targets, (1 − ε)·one_hot + ε/V; 0: none",
+    )
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--learning-rate", type=positive_float, default=3e-3, help="peak rate")
     p.add_argument(

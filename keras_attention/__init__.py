@@ -17,6 +17,7 @@ from keras_attention.decoders.bahdanau_decoder import BahdanauDecoder
 from keras_attention.decoders.base_decoder import BaseDecoder
 from keras_attention.decoders.luong_decoder import LuongDecoder
 from keras_attention.generation.seq2seq_generator import Seq2SeqGenerator
+from keras_attention.losses import SmoothedSparseCrossentropy
 from keras_attention.masking import masked_softmax
 
 __version__ = "0.1.0"
@@ -49,6 +50,7 @@ __all__ = [
     "MaskedSoftmax",
     "OverriddenAttention",
     "Seq2SeqGenerator",
+    "SmoothedSparseCrossentropy",
     "masked_softmax",
     "monotonic_alignment",
 ]

@@ -396,6 +396,55 @@ def test_resuming_with_another_recipe_is_refused(g2p, run_dir):
         )
 
 
+def test_a_run_of_an_older_recipe_without_label_smoothing_resumes(g2p, run_dir, tmp_path, capsys):
+    run = tmp_path / "old"
+    shutil.copytree(run_dir, run)
+    config = json.loads((run / "config.json").read_text())
+    assert config.pop("label_smoothing") == 0.0  # written before the option existed
+    (run / "config.json").write_text(json.dumps(config))
+    g2p.main(["train", "--quick", "--data-dir", str(DATA), "--run-dir", str(run)])
+    assert "has finished training" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="differs in label_smoothing"):
+        g2p.main(
+            ["train", "--quick", "--data-dir", str(DATA), "--run-dir", str(run)]
+            + ["--label-smoothing", "0.1"]
+        )
+
+
+@pytest.mark.parametrize("epsilon", ["1", "-0.1", "x"])
+def test_label_smoothing_outside_0_to_1_is_refused(g2p, epsilon, capsys):
+    with pytest.raises(SystemExit):
+        g2p.parse_args(["train", "--run-dir", "r", "--label-smoothing", epsilon])
+    assert "--label-smoothing" in capsys.readouterr().err
+
+
+@needs_data
+def test_label_smoothing_is_the_loss_the_model_trains_and_keeps(g2p, tmp_path):
+    run = tmp_path / "smoothed"
+    g2p.main(
+        ["train", "--quick", "--data-dir", str(DATA), "--run-dir", str(run), "--verbose", "0"]
+        + ["--epochs", "1", "--label-smoothing", "0.2"]
+    )
+    assert json.loads((run / "config.json").read_text())["label_smoothing"] == 0.2
+    model, vocab, _ = g2p.load_run(str(run))  # the loss comes back from model.keras
+    lexicon = g2p.read_split(str(DATA), "cmudict-0.7b.test")
+    words = list(lexicon)[::1999][:6]
+    pairs = g2p.training_pairs({w: lexicon[w] for w in words}, vocab)
+    (source, phones_in), target = next(iter(g2p.as_dataset(pairs, len(pairs), seed=0)))
+    assert np.any(target.numpy() == 0)  # words of several lengths: padded targets
+    logits = model([source, phones_in], training=False)
+    loss = float(model.loss(target, logits))
+    # float64 reference: (1 − ε)·(−log p_y) + ε·mean_k(−log p_k) over the real phones.
+    z = np.asarray(logits, np.float64)
+    log_p = z - z.max(-1, keepdims=True)
+    log_p -= np.log(np.exp(log_p).sum(-1, keepdims=True))
+    y = target.numpy()
+    real = y != 0
+    token = -0.8 * np.take_along_axis(log_p, y[..., None], -1)[..., 0] - 0.2 * log_p.mean(-1)
+    np.testing.assert_allclose(loss, token[real].mean(), rtol=1e-5)
+    assert abs(loss - token.mean()) > 1e-3  # the padding would change it
+
+
 def test_no_machine_paths_or_private_modules(g2p):
     source = Path(g2p.__file__).read_text()
     assert "keras_attention.translation" not in source

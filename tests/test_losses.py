@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attention.translation.losses import SmoothedSparseCrossentropy
+from keras_attention import SmoothedSparseCrossentropy
 
 V = 7  # vocabulary
 

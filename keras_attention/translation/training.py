@@ -21,11 +21,11 @@ from pathlib import Path
 
 import keras
 
+from keras_attention import SmoothedSparseCrossentropy
 from keras_attention.translation import distribute
 from keras_attention.translation import runs
 from keras_attention.translation.averaging import epoch_weight_path
 from keras_attention.translation.data import load_multi30k
-from keras_attention.translation.losses import SmoothedSparseCrossentropy
 from keras_attention.translation.model import build_translator
 from keras_attention.translation.model import check_conditional
 from keras_attention.translation.pipeline import make_dataset
