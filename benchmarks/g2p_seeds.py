@@ -185,7 +185,8 @@ def report(runs, ensemble=None):
     recipe = (
         f"{config['attention']} attention, {config['encoder_layers']}-layer bi-LSTM encoder "
         f"of {config['encoder_units']} per direction, decoder {config['units']}, "
-        f"dropout {config['dropout']}, batch {config['batch_size']}, peak learning rate "
+        f"dropout {config['dropout']}, label smoothing {config.get('label_smoothing', 0.0):g}, "
+        f"batch {config['batch_size']}, peak learning rate "
         f"{config['learning_rate']:g}, {config['max_minutes']:g}-minute budget"
     )
     _, line = verdict(runs)

@@ -648,6 +648,7 @@ def train(args):
         # Runs saved before the monotonic options existed used their defaults.
         saved.setdefault("sigmoid_noise", 1.0)
         saved.setdefault("score_bias_init", -1.0)
+        # Runs saved before label smoothing existed trained without it.
         saved.setdefault("label_smoothing", 0.0)
         if saved != config:
             changed = sorted(k for k in config if saved.get(k) != config[k])
@@ -1057,7 +1058,7 @@ def parse_args(argv):
     p.add_argument(
         "--label-smoothing",
         type=unit_interval,
-        default=0.0,
+        default=0.1,
         help="ε of the smoothed targets, (1 − ε)·one_hot + ε/V; 0: none",
     )
     p.add_argument("--batch-size", type=positive_int, default=128)

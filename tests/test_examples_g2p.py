@@ -400,15 +400,16 @@ def test_a_run_of_an_older_recipe_without_label_smoothing_resumes(g2p, run_dir, 
     run = tmp_path / "old"
     shutil.copytree(run_dir, run)
     config = json.loads((run / "config.json").read_text())
-    assert config.pop("label_smoothing") == 0.0  # written before the option existed
-    (run / "config.json").write_text(json.dumps(config))
-    g2p.main(["train", "--quick", "--data-dir", str(DATA), "--run-dir", str(run)])
-    assert "has finished training" in capsys.readouterr().out
+    assert config.pop("label_smoothing") == 0.1  # today's default
+    (run / "config.json").write_text(json.dumps(config))  # as written before the option
+    # Such a run trained without smoothing: it resumes with ε = 0, not the default.
     with pytest.raises(SystemExit, match="differs in label_smoothing"):
-        g2p.main(
-            ["train", "--quick", "--data-dir", str(DATA), "--run-dir", str(run)]
-            + ["--label-smoothing", "0.1"]
-        )
+        g2p.main(["train", "--quick", "--data-dir", str(DATA), "--run-dir", str(run)])
+    g2p.main(
+        ["train", "--quick", "--data-dir", str(DATA), "--run-dir", str(run)]
+        + ["--label-smoothing", "0"]
+    )
+    assert "has finished training" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("epsilon", ["1", "-0.1", "x"])
