@@ -4,9 +4,9 @@ The converter's float16 option (`target_spec.supported_types = [tf.float16]`)
 left some weights of the search loop outside the loop body, as values the
 `WHILE` copies at every step; `keras_attention.export.float16` writes the
 float16 weights into the float32 conversion instead (see docs/export.md). This
-measures both on a model of the translator's shape with random weights
-(vocabularies `--vocab`, embedding `--embedding`, a bidirectional GRU encoder
-of `--embedding` per direction, `BahdanauDecoder(--units)`), exported with a
+measures both on a model of the translator's shape with random weights and
+biases (vocabularies `--vocab`, embedding `--embedding`, a bidirectional GRU
+encoder of `--embedding` per direction, `BahdanauDecoder(--units)`), exported with a
 static source length: the values each search loop carries, the file sizes,
 and the median time of `generate` and `generate_beam` on one thread, the
 models alternated call by call, in Python LiteRT and (with `--browser`) on
@@ -80,6 +80,12 @@ def random_generator(vocab, embedding, units, seed=0):
     y = keras.layers.Embedding(vocab, embedding, mask_zero=True)(target_in)  # (B, T, E)
     outputs, _, _ = BahdanauDecoder(units, BahdanauAttention(units))(y, memory)
     model = keras.Model([source, target_in], keras.layers.Dense(vocab)(outputs))
+    # Keras starts biases at zero and the converter drops a zero bias; a
+    # trained model has biases, and LiteRT.js is sensitive to their type.
+    rng = np.random.default_rng(seed)
+    for weight in model.weights:
+        if "bias" in weight.path:
+            weight.assign(rng.normal(size=weight.shape).astype("float32") / 10)
     return Seq2SeqGenerator.from_model(model, start_id=1, end_id=2)
 
 
@@ -170,8 +176,9 @@ def main(argv=None):
             )
     tokens = sorted(set(lengths.values()))
     lines = [
-        f"A model of the translator's shape with random weights (vocabularies {args.vocab:,}, "
-        f"embedding {args.embedding}, GRU encoder of {args.embedding} per direction, "
+        "A model of the translator's shape with random weights and biases "
+        f"(vocabularies {args.vocab:,}, embedding {args.embedding}, "
+        f"GRU encoder of {args.embedding} per direction, "
         f"`BahdanauDecoder({args.units})`), exported with the static source length "
         f"{args.source_length}; a source of {args.words} ids, decoded to "
         f"{' / '.join(map(str, tokens))} tokens (beam width {args.beam_width}). Median ms per "

@@ -15,8 +15,23 @@ constant of at least `MIN_ELEMENTS` values becomes a float16 constant read by a
 `DEQUANTIZE` at the top of the same subgraph, so the weights stay where the
 float32 model has them. `DEQUANTIZE` of a constant runs once and keeps its
 result; XNNPACK reads the float16 weights of a `FULLY_CONNECTED` directly.
-Smaller constants (biases, scalars) stay float32: they weigh little and each
+Smaller constants (scalars, masks) stay float32: they weigh little and each
 would cost one more operator per loop step.
+
+Two rules keep the products fast in LiteRT.js (XNNPACK on WebAssembly), which
+without them ran the trained translator's beam search three times as slowly
+with float16 weights as with float32 (docs/deploy.md):
+
+- the bias of a product follows its weights, whatever its size: a
+  `FULLY_CONNECTED` of float16 weights and a float32 bias runs several times as
+  slowly there as one whose weights and bias are both float16 or both float32;
+  where the bias cannot be float16 (beyond its range), the weights stay
+  float32 too;
+- a weight that products and other operators both read (an embedding table
+  tied to the output layer: `GATHER` and `FULLY_CONNECTED`) gets two
+  `DEQUANTIZE`s, one the products alone read: XNNPACK then takes the
+  dequantized weight as a constant. The table is held twice in float32 at run
+  time.
 """
 
 import flatbuffers
@@ -25,6 +40,8 @@ import numpy as np
 from keras_attention.export.operators import _schema
 
 MIN_ELEMENTS = 1024
+# Operators whose input 1 is a weight and input 2 its bias.
+_WEIGHTS_AND_BIAS = ("FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D")
 FLOAT16_MAX = float(np.finfo(np.float16).max)
 # What the converter's float16 models declare: float16 weights, float32 sums.
 REDUCED_PRECISION = (b"reduced_precision_support", b"fp16accfp32")
@@ -45,21 +62,26 @@ def float16_weights(data, min_elements=MIN_ELEMENTS):
 
     A constant stays float32 when a subgraph takes it as an input or gives it
     as an output, when it holds a value beyond float16's range (±65,504), or
-    when a tensor of another type shares its buffer.
+    when a tensor of another type shares its buffer. The bias of a product
+    (`FULLY_CONNECTED`, `CONV_2D`, `DEPTHWISE_CONV_2D`) is float16 exactly
+    when its weights are, below `min_elements` too.
     """
     schema = _schema()
     if data[4:8] != _FILE_IDENTIFIER:
         raise ValueError("Not a TFLite flatbuffer: its identifier is not TFL3.")
     model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
-    users, keep = _constant_users(model, schema, min_elements)
-    converted = []
-    for index in sorted(set(users) - keep):
+    users, keep, small = _constant_users(model, schema, min_elements)
+    convertible = {
+        index
+        for index in set(users) - keep
+        # `<=` is False for NaN too
+        if np.all(np.abs(np.frombuffer(bytes(model.buffers[index].data), "<f4")) <= FLOAT16_MAX)
+    }
+    converted = _with_their_biases(convertible - small, convertible, _products(model, schema))
+    for index in sorted(converted):
         values = np.frombuffer(bytes(model.buffers[index].data), "<f4")
-        if not np.all(np.abs(values) <= FLOAT16_MAX):  # also catches NaN
-            continue
         half = values.astype("<f2")
         model.buffers[index].data = np.frombuffer(half.tobytes(), np.uint8)
-        converted.append(index)
     if not converted:
         return bytes(data)
     dequantize = _dequantize_opcode(model, schema)
@@ -67,17 +89,70 @@ def float16_weights(data, min_elements=MIN_ELEMENTS):
     for index in converted:
         for subgraph, tensor in users[index]:
             per_subgraph.setdefault(subgraph, []).append(tensor)
+    codes = _product_codes(schema)
+
+    def is_product(op):
+        code = model.operatorCodes[op.opcodeIndex]
+        return max(code.builtinCode, code.deprecatedBuiltinCode) in codes
+
     for s, tensors in sorted(per_subgraph.items()):
-        _dequantize_in(model.subgraphs[s], sorted(tensors), dequantize, schema)
+        _dequantize_in(model.subgraphs[s], sorted(tensors), dequantize, schema, is_product)
     _add_metadata(model, schema, *REDUCED_PRECISION)
     builder = flatbuffers.Builder(len(data) // 2 + 1024)
     builder.Finish(model.Pack(builder), file_identifier=_FILE_IDENTIFIER)
     return bytes(builder.Output())
 
 
+def _with_their_biases(chosen, convertible, products):
+    """`chosen` buffers, with the bias of each product whose weights are in it
+    (and the weights of each whose bias is); a product whose weights or bias is
+    not `convertible` keeps both float32."""
+    allowed = set(convertible)
+    changed = True
+    while changed:  # only removes: ends
+        changed = False
+        for pair in products:
+            if len(allowed & set(pair)) == 1:
+                allowed -= set(pair)
+                changed = True
+    chosen = set(chosen) & allowed
+    changed = True
+    while changed:  # only adds, within `allowed`: ends
+        changed = False
+        for pair in products:
+            if len(chosen & set(pair)) == 1:
+                chosen |= set(pair)
+                changed = True
+    return chosen
+
+
+def _products(model, schema):
+    """(weights buffer, bias buffer) of each product with constant weights and bias."""
+    codes = _product_codes(schema)
+    pairs = set()
+    for subgraph in model.subgraphs:
+        for op in subgraph.operators or []:
+            code = model.operatorCodes[op.opcodeIndex]
+            inputs = _ints(op.inputs)
+            if max(code.builtinCode, code.deprecatedBuiltinCode) not in codes or len(inputs) < 3:
+                continue
+            weights, bias = inputs[1], inputs[2]
+            if weights < 0 or bias < 0:  # -1: no bias
+                continue
+            buffers = subgraph.tensors[weights].buffer, subgraph.tensors[bias].buffer
+            if all(buffers):
+                pairs.add(buffers)
+    return sorted(pairs)
+
+
+def _product_codes(schema):
+    return {getattr(schema.BuiltinOperator, name) for name in _WEIGHTS_AND_BIAS}
+
+
 def _constant_users(model, schema, min_elements):
-    """{buffer: [(subgraph, tensor)]} of the float32 constants, and the buffers to keep."""
-    users, keep = {}, set()
+    """{buffer: [(subgraph, tensor)]} of the float32 constants, the buffers to
+    keep float32, and those below `min_elements` (float16 only as a bias)."""
+    users, keep, small = {}, set(), set()
     for m in model.metadata or []:
         keep.add(m.buffer)
     for s, subgraph in enumerate(model.subgraphs):
@@ -92,37 +167,44 @@ def _constant_users(model, schema, min_elements):
                 tensor.type != schema.TensorType.FLOAT32
                 or t in boundary
                 or tensor.isVariable
-                or size < min_elements
                 or len(buffer.data) != 4 * size
             ):
                 keep.add(tensor.buffer)
-    return users, keep
+            elif size < min_elements:
+                small.add(tensor.buffer)
+    return users, keep, small
 
 
-def _dequantize_in(subgraph, tensors, opcode, schema):
-    """Makes each tensor float16 and reads it through a DEQUANTIZE at the top."""
+def _dequantize_in(subgraph, tensors, opcode, schema, is_product):
+    """Makes each tensor float16 and reads it through DEQUANTIZE at the top:
+    one for the products that read it, one for its other readers."""
     new_ops = []
     for t in tensors:
         tensor = subgraph.tensors[t]
         tensor.type = schema.TensorType.FLOAT16
         readers = [op for op in subgraph.operators if t in _ints(op.inputs)]
-        if not readers:
-            continue
-        out = schema.TensorT()
-        out.shape = tensor.shape
-        out.shapeSignature = tensor.shapeSignature
-        out.type = schema.TensorType.FLOAT32
-        out.buffer = 0
-        out.name = (tensor.name or b"") + b"/dequantized"
-        subgraph.tensors.append(out)
-        out_index = len(subgraph.tensors) - 1
-        for op in readers:
-            op.inputs = [out_index if i == t else i for i in _ints(op.inputs)]
-        op = schema.OperatorT()
-        op.opcodeIndex = opcode
-        op.inputs = [t]
-        op.outputs = [out_index]
-        new_ops.append(op)
+        groups = (
+            [op for op in readers if is_product(op)],
+            [op for op in readers if not is_product(op)],
+        )
+        for suffix, group in zip((b"", b"_other"), groups, strict=True):
+            if not group:
+                continue
+            out = schema.TensorT()
+            out.shape = tensor.shape
+            out.shapeSignature = tensor.shapeSignature
+            out.type = schema.TensorType.FLOAT32
+            out.buffer = 0
+            out.name = (tensor.name or b"") + b"/dequantized" + suffix
+            subgraph.tensors.append(out)
+            out_index = len(subgraph.tensors) - 1
+            for op in group:
+                op.inputs = [out_index if i == t else i for i in _ints(op.inputs)]
+            op = schema.OperatorT()
+            op.opcodeIndex = opcode
+            op.inputs = [t]
+            op.outputs = [out_index]
+            new_ops.append(op)
     subgraph.operators = new_ops + list(subgraph.operators)
 
 
