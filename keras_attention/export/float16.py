@@ -23,8 +23,8 @@ without them ran the trained translator's beam search three times as slowly
 with float16 weights as with float32 (docs/deploy.md):
 
 - the bias of a product follows its weights, whatever its size: a
-  `FULLY_CONNECTED` of float16 weights and a float32 bias runs several times as
-  slowly there as one whose weights and bias are both float16 or both float32;
+  `FULLY_CONNECTED` of float16 weights and a float32 bias runs far more
+  slowly there than one whose weights and bias are both float16 or both float32;
   where the bias cannot be float16 (beyond its range), the weights stay
   float32 too;
 - a weight that products and other operators both read (an embedding table
@@ -90,13 +90,14 @@ def float16_weights(data, min_elements=MIN_ELEMENTS):
         for subgraph, tensor in users[index]:
             per_subgraph.setdefault(subgraph, []).append(tensor)
     codes = _product_codes(schema)
-
-    def is_product(op):
-        code = model.operatorCodes[op.opcodeIndex]
-        return max(code.builtinCode, code.deprecatedBuiltinCode) in codes
-
     for s, tensors in sorted(per_subgraph.items()):
-        _dequantize_in(model.subgraphs[s], sorted(tensors), dequantize, schema, is_product)
+        _dequantize_in(
+            model.subgraphs[s],
+            sorted(tensors),
+            dequantize,
+            schema,
+            lambda op: _builtin_code(model, op) in codes,
+        )
     _add_metadata(model, schema, *REDUCED_PRECISION)
     builder = flatbuffers.Builder(len(data) // 2 + 1024)
     builder.Finish(model.Pack(builder), file_identifier=_FILE_IDENTIFIER)
@@ -132,9 +133,8 @@ def _products(model, schema):
     pairs = set()
     for subgraph in model.subgraphs:
         for op in subgraph.operators or []:
-            code = model.operatorCodes[op.opcodeIndex]
             inputs = _ints(op.inputs)
-            if max(code.builtinCode, code.deprecatedBuiltinCode) not in codes or len(inputs) < 3:
+            if _builtin_code(model, op) not in codes or len(inputs) < 3:
                 continue
             weights, bias = inputs[1], inputs[2]
             if weights < 0 or bias < 0:  # -1: no bias
@@ -147,6 +147,11 @@ def _products(model, schema):
 
 def _product_codes(schema):
     return {getattr(schema.BuiltinOperator, name) for name in _WEIGHTS_AND_BIAS}
+
+
+def _builtin_code(model, op):
+    code = model.operatorCodes[op.opcodeIndex]
+    return max(code.builtinCode, code.deprecatedBuiltinCode)
 
 
 def _constant_users(model, schema, min_elements):
