@@ -93,6 +93,48 @@ def test_padded_source_gives_the_keras_tokens_of_the_unpadded_one(generator, exp
         assert not lite["tokens"][:, rows:].any()  # nothing past the bound
 
 
+@pytest.fixture(scope="module")
+def unmasked(tmp_path_factory):
+    """A model whose encoder reads the padding: no `mask_zero`, so a
+    backward GRU that ran over the padding would start from a different
+    state, and the attention would have N columns to spread over."""
+    keras.utils.set_random_seed(2)
+    source = keras.Input((None,), dtype="int32")
+    target_in = keras.Input((None,), dtype="int32")
+    x = keras.layers.Embedding(VOCAB, 8)(source)
+    memory = keras.layers.Bidirectional(keras.layers.GRU(8, return_sequences=True))(x)
+    y = keras.layers.Embedding(VOCAB, 8, mask_zero=True)(target_in)
+    outputs, _, _ = BahdanauDecoder(16, BahdanauAttention(16))(y, memory)
+    model = keras.Model([source, target_in], keras.layers.Dense(VOCAB)(outputs))
+    generator = Seq2SeqGenerator.from_model(model, start_id=START, end_id=END)
+    path = tmp_path_factory.mktemp("unmasked") / "model.tflite"
+    export.export_tflite(generator, path, beam_width=BEAM, source_length=N)
+    return generator, Interpreter(model_path=str(path))
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_only_the_real_positions_are_encoded_and_attended(unmasked, search):
+    # The searches cut a padded source to its real positions before the
+    # encoder: the padding costs no encoder step and no attention column,
+    # and even an encoder that does not mask it decodes as on the unpadded
+    # source.
+    generator, interpreter = unmasked
+    runner = interpreter.get_signature_runner("generate" if search == "greedy" else "generate_beam")
+    for source in _sources()[:-1]:  # shorter than N: padded
+        if search == "greedy":
+            expected = generator.greedy(source)
+        else:
+            expected = generator.beam(source, beam_width=BEAM, length_penalty=0.6)
+        lite = runner(source=_padded(source))
+        rows, s = expected["tokens"].shape[1], source.shape[1]
+        np.testing.assert_array_equal(lite["tokens"][:, :rows], expected["tokens"])
+        np.testing.assert_allclose(
+            lite["attention"][:, :rows, :s], expected["attention"], atol=1e-5
+        )
+        assert lite["attention"].shape == (1, 2 * N + 10, N)
+        assert not lite["attention"][:, :, s:].any()
+
+
 @pytest.mark.parametrize("name", ["generate", "generate_beam"])
 def test_the_output_bound_counts_the_real_tokens_not_the_padded_length(generator, exported, name):
     interpreter, _ = exported

@@ -109,10 +109,13 @@ class LiteGenerator(GeneratorModule):
         source_length: see `source_signature`. With a static length N the
             default bound counts the real positions S (up to the last one that
             is not padding), min(2·S + 10, generator.max_output_length), not N,
-            so a padded source decodes as the unpadded one does. The outputs
-            then have static shapes too: `tokens` (1, R) and `attention`
-            (1, R, N), R = `max_length` or min(2·N + 10, cap), zero after the
-            bound and on the padding columns; `lengths` counts the tokens.
+            so a padded source decodes as the unpadded one does: `generate`
+            and `generate_beam` cut it to those S positions before encoding
+            (the padding costs no encoder step), `encode` keeps all N. The
+            outputs then have static shapes too: `tokens` (1, R) and
+            `attention` (1, R, N), R = `max_length` or min(2·N + 10, cap),
+            zero after the bound and on the padding columns; `lengths` counts
+            the tokens.
 
     Sources longer than `generator.max_source_length` are truncated to it
     inside the model (a TFLite model cannot raise); the app should check the
@@ -259,24 +262,37 @@ def _search_functions(lite):
             return generator.resolve_max_length(real_length(source), None)
         return max_length
 
+    def trimmed(source):
+        # A padded static source: the searches encode and attend over its
+        # real positions only (at least one), as over the unpadded source.
+        # The padding is masked either way, but an encoder's loop still
+        # steps through it: a 12-token sentence padded to 64 would pay for
+        # 64 encoder steps and 64 attention columns at every output token.
+        if source_length is None:
+            return source
+        return source[:, : tf.maximum(real_length(source), 1)]  # (1, S or 1[, F])
+
     # With a static source, the outputs get static shapes too (LiteRT.js
     # allocates outputs from the model's shapes and fails on a dynamic
-    # one): rows up to the largest bound, zero past the real one.
+    # one): rows up to the largest bound, zero past the real one, and one
+    # attention column for each of the N positions, zero on the padding.
     rows = None
     if source_length is not None:
         rows = max_length or generator.resolve_max_length(source_length, None)
 
     def generate(source):
         source = bounded(source)
-        result = generator.greedy_graph(source, max_length=bound(source), empty_columns=False)
-        return _static_rows(result, GENERATE_OUTPUTS, rows)
+        result = generator.greedy_graph(
+            trimmed(source), max_length=bound(source), empty_columns=False
+        )
+        return _static_rows(result, GENERATE_OUTPUTS, rows, source_length)
 
     def generate_beam(source):
         source = bounded(source)
         result = generator.beam_graph(
-            source, lite.beam_settings, bound(source), empty_columns=False
+            trimmed(source), lite.beam_settings, bound(source), empty_columns=False
         )
-        return _static_rows(result, (*GENERATE_OUTPUTS, "scores"), rows)
+        return _static_rows(result, (*GENERATE_OUTPUTS, "scores"), rows, source_length)
 
     def encode(source):
         state, _ = generator.encode(_at_least_one_position(bounded(source)))
@@ -285,18 +301,37 @@ def _search_functions(lite):
     return {"generate": generate, "generate_beam": generate_beam, "encode": encode}
 
 
-def _static_rows(result, keys, rows):
+def _static_rows(result, keys, rows, columns=None):
     """The outputs `keys` of a search; with `rows`, `tokens` and `attention`
-    padded with zeros (or cut) to that many rows, a static shape."""
+    padded with zeros (or cut) to that many rows, and `attention` to
+    `columns` columns (the static source length), static shapes."""
     out = {k: result[k] for k in keys}
     if rows is None:
         return out
-    for k in ("tokens", "attention"):
-        value = result[k]  # (1, L) or (1, L, N), L <= rows
-        zeros = tf.zeros([1, rows, *value.shape[2:]], value.dtype)
-        padded = tf.concat([value, zeros], axis=1)[:, :rows]
-        out[k] = tf.reshape(padded, [1, rows, *value.shape[2:]])  # static
+    tokens = result["tokens"]  # (1, L), L <= rows
+    padded = tf.concat([tokens, tf.zeros([1, rows], tokens.dtype)], axis=1)[:, :rows]
+    out["tokens"] = tf.reshape(padded, [1, rows])  # static
+    weights = result["attention"]  # (1, L, S), S <= columns
+    zeros = tf.zeros(tf.stack([1, tf.shape(weights)[1], columns]), weights.dtype)
+    padded = tf.concat([weights, zeros], axis=2)[:, :, :columns]  # (1, L, columns)
+    padded = tf.concat([padded, tf.zeros([1, rows, columns], weights.dtype)], axis=1)[:, :rows]
+    out["attention"] = tf.reshape(padded, [1, rows, columns])  # static
+    for k in set(keys) - {"tokens", "attention"}:  # lengths, log_probs, scores: (1,)
+        out[k] = _computed_copy(result[k])
     return out
+
+
+def _computed_copy(value):
+    """`value` (1, ...) written by an operator of its own, a static shape.
+
+    A search over a cut source leaves the loop's outputs with shapes known
+    only at run time, and LiteRT.js 2.5.3 then hands the app stale memory for
+    an output that is the `WHILE`'s own (a length of 1,215,320 for 3), though
+    Python LiteRT reads it right. Written again by a concatenation and a
+    slice, which the converter does not fold away, the output is a tensor of
+    its own."""
+    copied = tf.concat([value, tf.zeros_like(value)], axis=-1)[..., : value.shape[-1]]
+    return tf.reshape(copied, value.shape)
 
 
 def check_captured_variables(functions, allowed, generator):
