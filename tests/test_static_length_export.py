@@ -268,3 +268,40 @@ def test_export_cli_takes_a_source_length(tmp_path, capsys):
 
     assert translation_export.main(["run", str(tmp_path), "--source-length", "0"]) == 2
     assert "source_length" in capsys.readouterr().err
+
+
+# ------------------------------------------- other encoders: frames, Conv1D
+
+
+@pytest.mark.parametrize("name", ["bahdanau_lstm_features", "luong_concat_lstm_conv"])
+def test_padded_frames_and_conv_encoders_decode_as_unpadded(name, tmp_path):
+    # Frames of features (padded with zero frames) and a Conv1D encoder, whose
+    # window would mix the padding into the last real positions: the search
+    # reads the real positions only, so both give Keras's unpadded output.
+    from test_seq2seq_generator import LENGTHS
+    from test_seq2seq_generator import case
+
+    c = case(name)
+    n = max(LENGTHS) + 3
+    path = tmp_path / "model.tflite"
+    manifest = export.export_tflite(c.generator, path, beam_width=BEAM, source_length=n)
+    assert manifest["source"]["shape"][:2] == [1, n]
+    interpreter = Interpreter(model_path=str(path))
+    for search, signature in (("greedy", "generate"), ("beam", "generate_beam")):
+        runner = interpreter.get_signature_runner(signature)
+        for row in range(len(LENGTHS)):
+            source = np.asarray(c.single(row))
+            padded = np.zeros((1, n, *source.shape[2:]), source.dtype)
+            padded[:, : source.shape[1]] = source
+            if search == "greedy":
+                expected = c.generator.greedy(source)
+            else:
+                expected = c.generator.beam(source, beam_width=BEAM, length_penalty=0.6)
+            lite = runner(source=padded)
+            rows, s = expected["tokens"].shape[1], source.shape[1]
+            np.testing.assert_array_equal(lite["tokens"][:, :rows], expected["tokens"])
+            np.testing.assert_array_equal(lite["lengths"], expected["lengths"])
+            np.testing.assert_allclose(
+                lite["attention"][:, :rows, :s], expected["attention"], atol=1e-5
+            )
+            assert not lite["attention"][:, :, s:].any()
