@@ -316,8 +316,9 @@ def _static_rows(result, keys, rows, columns=None):
     padded = tf.concat([weights, zeros], axis=2)[:, :, :columns]  # (1, L, columns)
     padded = tf.concat([padded, tf.zeros([1, rows, columns], weights.dtype)], axis=1)[:, :rows]
     out["attention"] = tf.reshape(padded, [1, rows, columns])  # static
-    for k in set(keys) - {"tokens", "attention"}:  # lengths, log_probs, scores: (1,)
-        out[k] = _computed_copy(result[k])
+    for k in keys:
+        if k not in ("tokens", "attention"):  # lengths, log_probs, scores: (1,)
+            out[k] = _computed_copy(result[k])
     return out
 
 
