@@ -255,19 +255,14 @@ def _search_functions(lite):
     def bounded(source):
         return source[:, :limit]  # (1, min(S, max_source_length), ...)
 
-    def bound(source):
-        # A padded static source: the default bound counts its real
-        # positions, as Keras counts the unpadded source's.
-        if max_length is None and source_length is not None:
-            return generator.resolve_max_length(real_length(source), None)
-        return max_length
-
-    def trimmed(source):
-        # A padded static source: the searches encode and attend over its
-        # real positions only (at least one), as over the unpadded source.
-        # The padding is masked either way, but an encoder's loop still
-        # steps through it: a 12-token sentence padded to 64 would pay for
-        # 64 encoder steps and 64 attention columns at every output token.
+    def searched(source):
+        # A padded static source: the searches read its real positions only
+        # (at least one), as Keras reads the unpadded source, so the default
+        # bound min(2·S + 10, cap) counts S, and the padding costs no encoder
+        # step and no attention column (masked or not, an encoder's loop
+        # would step through it: 64 steps for a 12-token sentence padded to
+        # 64).
+        source = bounded(source)
         if source_length is None:
             return source
         return source[:, : tf.maximum(real_length(source), 1)]  # (1, S or 1[, F])
@@ -281,16 +276,12 @@ def _search_functions(lite):
         rows = max_length or generator.resolve_max_length(source_length, None)
 
     def generate(source):
-        source = bounded(source)
-        result = generator.greedy_graph(
-            trimmed(source), max_length=bound(source), empty_columns=False
-        )
+        result = generator.greedy_graph(searched(source), max_length, empty_columns=False)
         return _static_rows(result, GENERATE_OUTPUTS, rows, source_length)
 
     def generate_beam(source):
-        source = bounded(source)
         result = generator.beam_graph(
-            trimmed(source), lite.beam_settings, bound(source), empty_columns=False
+            searched(source), lite.beam_settings, max_length, empty_columns=False
         )
         return _static_rows(result, (*GENERATE_OUTPUTS, "scores"), rows, source_length)
 
@@ -301,7 +292,7 @@ def _search_functions(lite):
     return {"generate": generate, "generate_beam": generate_beam, "encode": encode}
 
 
-def _static_rows(result, keys, rows, columns=None):
+def _static_rows(result, keys, rows, columns):
     """The outputs `keys` of a search; with `rows`, `tokens` and `attention`
     padded with zeros (or cut) to that many rows, and `attention` to
     `columns` columns (the static source length), static shapes."""
