@@ -71,25 +71,29 @@ def test_the_source_input_has_the_static_shape(exported):
     assert manifest["source_length"] == N
 
 
+def _decodes_as_unpadded(generator, interpreter, search, source, padded):
+    """Runs the TFLite search on `padded` and checks it against Keras on the
+    unpadded `source`: tokens, lengths, attention, zero padding columns.
+    Returns the TFLite outputs and Keras' number of rows (its bound)."""
+    name = "generate" if search == "greedy" else "generate_beam"
+    lite = interpreter.get_signature_runner(name)(source=padded)
+    if search == "greedy":
+        expected = generator.greedy(source)
+    else:
+        expected = generator.beam(source, beam_width=BEAM, length_penalty=0.6)
+    rows, s = expected["tokens"].shape[1], source.shape[1]  # Keras' bound, 2·S + 10
+    np.testing.assert_array_equal(lite["tokens"][:, :rows], expected["tokens"])
+    np.testing.assert_array_equal(lite["lengths"], expected["lengths"])
+    np.testing.assert_allclose(lite["attention"][:, :rows, :s], expected["attention"], atol=1e-5)
+    assert not lite["attention"][:, :, s:].any()  # the padding is masked
+    return lite, rows
+
+
 @pytest.mark.parametrize("search", ["greedy", "beam"])
 def test_padded_source_gives_the_keras_tokens_of_the_unpadded_one(generator, exported, search):
     interpreter, _ = exported
-    name = "generate" if search == "greedy" else "generate_beam"
-    runner = interpreter.get_signature_runner(name)
     for source in _sources():
-        if search == "greedy":
-            expected = generator.greedy(source)
-        else:
-            expected = generator.beam(source, beam_width=BEAM, length_penalty=0.6)
-        lite = runner(source=_padded(source))
-        rows = expected["tokens"].shape[1]  # Keras' bound, 2·S + 10
-        np.testing.assert_array_equal(lite["tokens"][:, :rows], expected["tokens"])
-        np.testing.assert_array_equal(lite["lengths"], expected["lengths"])
-        s = source.shape[1]
-        np.testing.assert_allclose(
-            lite["attention"][:, :rows, :s], expected["attention"], atol=1e-5
-        )
-        assert not lite["attention"][:, :, s:].any()  # the padding is masked
+        lite, rows = _decodes_as_unpadded(generator, interpreter, search, source, _padded(source))
         assert not lite["tokens"][:, rows:].any()  # nothing past the bound
 
 
@@ -119,20 +123,9 @@ def test_only_the_real_positions_are_encoded_and_attended(unmasked, search):
     # and even an encoder that does not mask it decodes as on the unpadded
     # source.
     generator, interpreter = unmasked
-    runner = interpreter.get_signature_runner("generate" if search == "greedy" else "generate_beam")
     for source in _sources()[:-1]:  # shorter than N: padded
-        if search == "greedy":
-            expected = generator.greedy(source)
-        else:
-            expected = generator.beam(source, beam_width=BEAM, length_penalty=0.6)
-        lite = runner(source=_padded(source))
-        rows, s = expected["tokens"].shape[1], source.shape[1]
-        np.testing.assert_array_equal(lite["tokens"][:, :rows], expected["tokens"])
-        np.testing.assert_allclose(
-            lite["attention"][:, :rows, :s], expected["attention"], atol=1e-5
-        )
+        lite, _ = _decodes_as_unpadded(generator, interpreter, search, source, _padded(source))
         assert lite["attention"].shape == (1, 2 * N + 10, N)
-        assert not lite["attention"][:, :, s:].any()
 
 
 @pytest.mark.parametrize("name", ["generate", "generate_beam"])
@@ -287,21 +280,9 @@ def test_padded_frames_and_conv_encoders_decode_as_unpadded(name, tmp_path):
     manifest = export.export_tflite(c.generator, path, beam_width=BEAM, source_length=n)
     assert manifest["source"]["shape"][:2] == [1, n]
     interpreter = Interpreter(model_path=str(path))
-    for search, signature in (("greedy", "generate"), ("beam", "generate_beam")):
-        runner = interpreter.get_signature_runner(signature)
+    for search in ("greedy", "beam"):
         for row in range(len(LENGTHS)):
             source = np.asarray(c.single(row))
             padded = np.zeros((1, n, *source.shape[2:]), source.dtype)
             padded[:, : source.shape[1]] = source
-            if search == "greedy":
-                expected = c.generator.greedy(source)
-            else:
-                expected = c.generator.beam(source, beam_width=BEAM, length_penalty=0.6)
-            lite = runner(source=padded)
-            rows, s = expected["tokens"].shape[1], source.shape[1]
-            np.testing.assert_array_equal(lite["tokens"][:, :rows], expected["tokens"])
-            np.testing.assert_array_equal(lite["lengths"], expected["lengths"])
-            np.testing.assert_allclose(
-                lite["attention"][:, :rows, :s], expected["attention"], atol=1e-5
-            )
-            assert not lite["attention"][:, :, s:].any()
+            _decodes_as_unpadded(c.generator, interpreter, search, source, padded)
