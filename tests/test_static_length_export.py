@@ -18,6 +18,7 @@ from keras_attention import BahdanauAttention
 from keras_attention import BahdanauDecoder
 from keras_attention import Seq2SeqGenerator
 from keras_attention import export
+from keras_attention.export.operators import tflite_subgraph_operators
 from keras_attention.export.tflite import LiteGenerator
 from keras_attention.export.tflite import source_signature
 
@@ -44,10 +45,32 @@ def generator():
 
 
 @pytest.fixture(scope="module")
-def exported(generator, tmp_path_factory):
+def exported_file(generator, tmp_path_factory):
     path = tmp_path_factory.mktemp("static") / "model.tflite"
     manifest = export.export_tflite(generator, path, beam_width=BEAM, source_length=N)
+    return path, manifest
+
+
+@pytest.fixture(scope="module")
+def exported(exported_file):
+    path, manifest = exported_file
     return Interpreter(model_path=str(path)), manifest
+
+
+def test_the_search_loops_copy_nothing_at_each_step(exported_file):
+    # The step of a loop runs its operators once per output token: a strided
+    # slice there (what `x[:, None]` indexing becomes) copies element by
+    # element, a transpose copies the whole memory, at every step.
+    path, _ = exported_file
+    bodies = {
+        name: ops
+        for name, ops in tflite_subgraph_operators(path).items()
+        if "TOPK_V2" in ops  # the greedy and beam loops, not the encoder's
+    }
+    assert len(bodies) == 2, list(bodies)
+    for name, ops in bodies.items():
+        copies = {op: n for op, n in ops.items() if op in ("STRIDED_SLICE", "TRANSPOSE")}
+        assert copies == {}, f"{name}: {copies}"
 
 
 def _sources():

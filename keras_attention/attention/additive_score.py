@@ -31,9 +31,11 @@ def additive_score(query, keys, score_vector, bias=None):
         The scores, (batch, T_q, T_v), or (batch, T_v) for one step.
     """
     if len(query.shape) == 2:
-        hidden = query[:, None, :] + keys  # (B, T_v, units)
+        hidden = ops.expand_dims(query, 1) + keys  # (B, T_v, units)
     else:
-        hidden = query[:, :, None, :] + keys[:, None, :, :]  # (B, T_q, T_v, units)
+        # expand_dims, not `x[:, None]`: TFLite turns the indexing into a
+        # strided slice that copies the keys element by element at each step.
+        hidden = ops.expand_dims(query, 2) + ops.expand_dims(keys, 1)  # (B, T_q, T_v, units)
     if bias is not None:
         hidden = hidden + bias
     return ops.sum(ops.tanh(hidden) * score_vector, axis=-1)  # (B, T_q, T_v) or (B, T_v)

@@ -1,6 +1,7 @@
 """`BahdanauAttention`: additive attention with learned projections."""
 
 import keras
+from keras import ops
 
 from keras_attention.attention.additive_score import build_additive_score
 from keras_attention.attention.additive_score import layer_additive_score
@@ -76,7 +77,7 @@ class BahdanauAttention(ContentAttention):
 
     def _score(self, query, processed_keys):
         scores = layer_additive_score(self, query, processed_keys, self.normalize)
-        return scores[:, None, :, :]  # (B, 1, T_q, T_v)
+        return ops.expand_dims(scores, 1)  # (B, 1, T_q, T_v)
 
     def get_config(self):
         config = super().get_config()

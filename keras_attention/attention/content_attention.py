@@ -282,7 +282,7 @@ class ContentAttention(BaseAttention):
         scores = self._score(query, processed_keys)  # (B, H, T_q, T_v)
         mask = None
         if value_mask is not None:
-            mask = ops.cast(value_mask, "bool")[:, None, None, :]  # (B, 1, 1, T_v)
+            mask = ops.expand_dims(ops.cast(value_mask, "bool"), (1, 2))  # (B, 1, 1, T_v)
         weights = ops.cast(masked_softmax(scores, mask, axis=-1), dtype)  # (B, H, T_q, T_v)
         if dropout_mask is None:
             return self.weights_dropout(weights, training=training)
@@ -305,6 +305,11 @@ class ContentAttention(BaseAttention):
             t_v = value.shape[1] if value.shape[1] is not None else -1
             t_q = query.shape[1] if query.shape[1] is not None else -1
         heads = self.num_heads
+        if heads == 1:
+            # One head: a batched product of the weights and the values as they
+            # are. The einsum below would transpose all the values first, at
+            # every decoder step of an exported model.
+            return ops.matmul(ops.squeeze(weights, 1), value)  # (B, T_q, d_v)
         value_heads = ops.reshape(
             value, (batch, t_v, heads, self.value_dim // heads)
         )  # (B, T_v, H, d_v / H)

@@ -144,7 +144,8 @@ class LuongAttention(ContentAttention):
     def _score(self, query, processed_keys):
         dtype = self.compute_dtype
         if self.score_mode == "concat":
-            scores = layer_additive_score(self, query, processed_keys)[:, None]  # (B,1,T_q,T_v)
+            scores = layer_additive_score(self, query, processed_keys)  # (B, T_q, T_v)
+            scores = ops.expand_dims(scores, 1)  # (B, 1, T_q, T_v)
         else:
             if keras.backend.standardize_dtype(dtype) == "float16":
                 # A product of two vectors is unbounded: beyond 65504 it is inf

@@ -102,21 +102,25 @@ class CellMachinery:
         weights: from `_cell_weights` (read here when None).
         """
         weights = weights or self._cell_weights()
-        u = self.units
         h_prev = state[0]
         recurrent = ops.matmul(h_prev, weights["recurrent_kernel"])
         if self.cell_type == "gru":
             recurrent = recurrent + weights["recurrent_bias"]
-            z = ops.sigmoid(x_projected[:, :u] + recurrent[:, :u])
-            r = ops.sigmoid(x_projected[:, u : 2 * u] + recurrent[:, u : 2 * u])
-            candidate = ops.tanh(x_projected[:, 2 * u :] + r * recurrent[:, 2 * u :])
+            # One split per product, not a slice per gate: an exported decoder
+            # runs one operator instead of three at every step.
+            x_z, x_r, x_h = ops.split(x_projected, 3, axis=-1)
+            r_z, r_r, r_h = ops.split(recurrent, 3, axis=-1)
+            z = ops.sigmoid(x_z + r_z)
+            r = ops.sigmoid(x_r + r_r)
+            candidate = ops.tanh(x_h + r * r_h)
             h = z * h_prev + (1.0 - z) * candidate
             return (h,)
         gates = x_projected + recurrent  # (B, 4u): input, forget, cell, output
-        i = ops.sigmoid(gates[:, :u])
-        f = ops.sigmoid(gates[:, u : 2 * u])
-        c = f * state[1] + i * ops.tanh(gates[:, 2 * u : 3 * u])
-        o = ops.sigmoid(gates[:, 3 * u :])
+        g_i, g_f, g_c, g_o = ops.split(gates, 4, axis=-1)
+        i = ops.sigmoid(g_i)
+        f = ops.sigmoid(g_f)
+        c = f * state[1] + i * ops.tanh(g_c)
+        o = ops.sigmoid(g_o)
         h = o * ops.tanh(c)
         return (h, c)
 

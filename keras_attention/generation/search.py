@@ -95,13 +95,13 @@ def greedy_search(
         # bit of zeros with a BitwiseAnd, which TFLite has no builtin for.
         # Both pick the lowest index among equal values.
         token_logp, next_tokens = ops.top_k(logp, k=1)  # (B, 1) each
-        token_logp = token_logp[:, 0]  # (B,)
-        next_tokens = ops.cast(next_tokens[:, 0], "int32")  # (B,)
+        token_logp = ops.squeeze(token_logp, 1)  # (B,)
+        next_tokens = ops.cast(ops.squeeze(next_tokens, 1), "int32")  # (B,)
         # A finished sequence only grows padding: token 0, log-prob 0 and
         # no attention.
         next_tokens = ops.where(finished, 0, next_tokens)
         token_logp = ops.where(finished, 0.0, token_logp)
-        weights = ops.where(finished[:, None], 0.0, weights)
+        weights = ops.where(ops.expand_dims(finished, 1), 0.0, weights)
         log_probs = log_probs + token_logp
         lengths = lengths + ops.cast(ops.logical_not(finished), "int32")
         finished = ops.logical_or(finished, ops.equal(next_tokens, end_token))
@@ -224,11 +224,11 @@ def beam_search(
         score = log_probs
         if use_length_penalty:
             lp = ops.power((5.0 + ops.cast(lengths, "float32")) / 6.0, length_penalty)
-            score = score / lp[:, None]
+            score = score / ops.expand_dims(lp, 1)
         if use_coverage_penalty:
             covered = ops.maximum(ops.minimum(coverage, 1.0), COVERAGE_FLOOR)
             cp = ops.sum(ops.where(coverage_mask, ops.log(covered), 0.0), axis=-1)  # (B*K,)
-            score = score + ops.where(ends, coverage_penalty * cp[:, None], 0.0)
+            score = score + ops.where(ends, coverage_penalty * ops.expand_dims(cp, 1), 0.0)
         return score
 
     def cond(step, tokens, state, log_probs, scores, finished, *_):
@@ -246,14 +246,17 @@ def beam_search(
         # A finished hypothesis can only be extended by padding (token 0)
         # with log-prob 0 and no attention.
         pad_only = ops.where(ops.equal(vocab, 0), 0.0, _NEG_INF)  # (V,)
-        logp = ops.where(finished[:, None], pad_only[None, :], logp)
-        weights = ops.where(finished[:, None], 0.0, weights)
+        # expand_dims, not `x[:, None]`: TFLite makes the indexing a strided
+        # slice that copies element by element at every step.
+        finished_rows = ops.expand_dims(finished, 1)  # (B*K, 1)
+        logp = ops.where(finished_rows, ops.expand_dims(pad_only, 0), logp)
+        weights = ops.where(finished_rows, 0.0, weights)
 
-        candidate_log_probs = log_probs[:, None] + logp  # (B*K, V)
+        candidate_log_probs = ops.expand_dims(log_probs, 1) + logp  # (B*K, V)
         # The length and the coverage depend on the parent only.
         parent_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")
         parent_coverage = coverage + weights  # (B*K, S)
-        ends = ops.logical_or(finished[:, None], ops.equal(vocab, end_token)[None, :])
+        ends = ops.logical_or(finished_rows, ops.expand_dims(ops.equal(vocab, end_token), 0))
         candidate_scores = ranking_score(candidate_log_probs, parent_lengths, parent_coverage, ends)
         candidate_scores = ops.reshape(candidate_scores, (batch_size, beam_width * vocab_size))
         top_scores, top_index = ops.top_k(candidate_scores, k=beam_width)  # (B, K) best first
@@ -341,8 +344,8 @@ def _write_step(buffer, step, values, positions):
     """
     at_step = ops.equal(positions, step)  # (L,)
     if len(buffer.shape) == 2:
-        return ops.where(at_step[None, :], values[:, None], buffer)
-    return ops.where(at_step[None, :, None], values[:, None, :], buffer)
+        return ops.where(ops.expand_dims(at_step, 0), ops.expand_dims(values, 1), buffer)
+    return ops.where(ops.expand_dims(at_step, (0, 2)), ops.expand_dims(values, 1), buffer)
 
 
 def _gather_rows(x, index):

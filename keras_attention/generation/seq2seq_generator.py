@@ -332,11 +332,11 @@ class Seq2SeqGenerator:
 
     def embed(self, tokens):
         """tokens (batch,) int32 → the decoder's input (batch, d_emb)."""
-        return self.target_embedding(ops.expand_dims(tokens, 1))[:, 0]
+        return ops.squeeze(self.target_embedding(ops.expand_dims(tokens, 1)), 1)
 
     def logits(self, outputs):
         """Decoder outputs (batch, d_out) → logits (batch, vocabulary)."""
-        return self.readout(ops.expand_dims(outputs, 1))[:, 0]
+        return ops.squeeze(self.readout(ops.expand_dims(outputs, 1)), 1)
 
     def step(self, tokens, state):
         """tokens (batch,), state → `(logits (batch, V), weights (batch, S), state)`."""
