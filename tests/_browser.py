@@ -121,10 +121,11 @@ def assert_fetched_only_its_folder(answer, url, served, folder):
     assert console_errors(answer) == []
 
 
-def python_litert(path, signature, input_name, sources, source_length, end_id):
+def python_litert(path, signature, input_name, sources, source_length, end_id, pause_ms=0):
     """Python LiteRT on a page's .tflite file, one thread: each source padded
-    with 0 to `source_length` as the page pads it. Returns the output ids
-    before END of each source, and the milliseconds of each call alone."""
+    with 0 to `source_length` as the page pads it, after a pause of `pause_ms`
+    (0: back to back). Returns the output ids before END of each source, and
+    the milliseconds of each call alone."""
     from ai_edge_litert.interpreter import Interpreter
 
     runner = Interpreter(model_path=str(path), num_threads=1).get_signature_runner(signature)
@@ -132,6 +133,8 @@ def python_litert(path, signature, input_name, sources, source_length, end_id):
     for ids in sources:
         padded = np.zeros((1, source_length), np.int32)
         padded[0, : len(ids)] = ids
+        if pause_ms:
+            time.sleep(pause_ms / 1000)
         started = time.perf_counter()
         out = runner(**{input_name: padded})
         times.append((time.perf_counter() - started) * 1000)
