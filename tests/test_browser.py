@@ -130,6 +130,13 @@ def page_answers(chromium, server, sentences, tmp_path_factory):
         {"text": long_text, "search": "greedy"},
         {"text": OOV_TEXT, "search": "greedy"},
     ]
+    # Each sentence again, now after another one: an answer must not depend
+    # on the calls before it.
+    for search in ("greedy", "beam"):
+        cases += [
+            {"text": s, "variant": "float32", "search": search, "again": True}
+            for s in reversed(sentences)
+        ]
     tmp = tmp_path_factory.mktemp("drive")
     shot = tmp / "page.png"
     answer = drive(chromium, url, cases, tmp, screenshot={"path": str(shot), "case": N_SENTENCES})
@@ -157,7 +164,7 @@ def test_page_outputs_equal_python_litert(
     for case, result in zip(cases, answer["results"], strict=True):
         if case.get("variant", "float32") != variant or case.get("search") != search:
             continue
-        if case["text"] in (BLANK_TEXT, OOV_TEXT, long_text):
+        if case["text"] in (BLANK_TEXT, OOV_TEXT, long_text) or case.get("again"):
             continue
         assert result["kind"] is None, result["message"]
         ids = _python_ids(source, case["text"])
@@ -171,6 +178,27 @@ def test_page_outputs_equal_python_litert(
         assert 0 < result["model_ms"] <= result["ms"]
         checked += 1
     assert checked == N_SENTENCES
+
+
+@pytest.mark.parametrize("search, signature", [("greedy", "translate"), ("beam", "translate_beam")])
+def test_an_answer_does_not_depend_on_the_calls_before_it(
+    site, translator, page_answers, search, signature
+):
+    # LiteRT.js 2.5.3 once gave a later call's decoder loop the encoder
+    # outputs of an earlier call (a batched product that read the loop's
+    # memory as its right-hand side): right after a page load, wrong after.
+    cases, answer, _, _ = page_answers
+    source, target = translator.source_tokenizer, translator.target_tokenizer
+    again = [
+        (case, result)
+        for case, result in zip(cases, answer["results"], strict=True)
+        if case.get("again") and case["search"] == search
+    ]
+    assert len(again) == N_SENTENCES
+    for case, result in again:
+        ids = _python_ids(source, case["text"])
+        expected = _python_lite(site, "float32", signature, ids, target.end_id)
+        assert result["ids"] == expected, case["text"]
 
 
 def test_blank_input_gets_the_documented_answer(page_answers):

@@ -60,7 +60,8 @@ def exported(exported_file):
 def test_the_search_loops_copy_nothing_at_each_step(exported_file):
     # The step of a loop runs its operators once per output token: a strided
     # slice there (what `x[:, None]` indexing becomes) copies element by
-    # element, a transpose copies the whole memory, at every step.
+    # element at every step. One transpose of the values stays (the context's
+    # einsum; see ContentAttention._context for why not a plain matmul).
     path, _ = exported_file
     bodies = {
         name: ops
@@ -69,8 +70,8 @@ def test_the_search_loops_copy_nothing_at_each_step(exported_file):
     }
     assert len(bodies) == 2, list(bodies)
     for name, ops in bodies.items():
-        copies = {op: n for op, n in ops.items() if op in ("STRIDED_SLICE", "TRANSPOSE")}
-        assert copies == {}, f"{name}: {copies}"
+        assert "STRIDED_SLICE" not in ops, f"{name}: {ops}"
+        assert ops.get("TRANSPOSE", 0) <= 1, f"{name}: {ops}"
 
 
 def _sources():

@@ -305,11 +305,10 @@ class ContentAttention(BaseAttention):
             t_v = value.shape[1] if value.shape[1] is not None else -1
             t_q = query.shape[1] if query.shape[1] is not None else -1
         heads = self.num_heads
-        if heads == 1:
-            # One head: a batched product of the weights and the values as they
-            # are. The einsum below would transpose all the values first, at
-            # every decoder step of an exported model.
-            return ops.matmul(ops.squeeze(weights, 1), value)  # (B, T_q, d_v)
+        # Not `ops.matmul(weights, value)` for one head, although the einsum
+        # costs a transpose of the values at each step of an exported loop:
+        # LiteRT.js 2.5.3 then gave a later call's loop the values of an
+        # earlier call (wrong translations on the page, Python LiteRT right).
         value_heads = ops.reshape(
             value, (batch, t_v, heads, self.value_dim // heads)
         )  # (B, T_v, H, d_v / H)
