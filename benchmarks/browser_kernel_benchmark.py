@@ -165,7 +165,9 @@ def main(argv=None):
         f"A builtin-only model that runs x ← tanh(x + mean(x W) / 10), W ({UNITS}, V), "
         "N times in a `WHILE` per call (seven operators a step: the product, the mean, "
         "the scaling, the sum, tanh and the loop's counter and test); median µs per step "
-        f"over {args.repeats} calls after one warm-up, on one thread: LiteRT.js 2.5.3 "
+        f"over {args.repeats} calls after a warm-up (the page calls for 3 s first: its "
+        "WebAssembly is recompiled by the optimizing compiler as it runs; Python once), "
+        "on one thread: LiteRT.js 2.5.3 "
         "(`wasm`, headless Chromium) and Python LiteRT (`ai_edge_litert`, `num_threads=1`).",
         "",
         "| V | weights | steps N | page µs / step | Python µs / step | page / Python |",
