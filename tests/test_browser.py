@@ -201,6 +201,15 @@ def test_an_answer_does_not_depend_on_the_calls_before_it(
         assert result["ids"] == expected, case["text"]
 
 
+def test_the_default_variant_is_float16(chromium, server, sentences, tmp_path):
+    # float16 gives Python LiteRT's ids; int8 is a little smaller and faster
+    # on the page, but not always the same ids (docs/deploy.md).
+    url, _ = server
+    answer = drive(chromium, url, [{"text": sentences[0], "search": "greedy"}], tmp_path)
+    assert answer["results"][0]["variant"] == "float16"
+    assert answer["results"][0]["kind"] is None, answer["results"][0]["message"]
+
+
 def test_blank_input_gets_the_documented_answer(page_answers):
     cases, answer, _, _ = page_answers
     result = answer["results"][cases.index(next(c for c in cases if c["text"] == BLANK_TEXT))]

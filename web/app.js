@@ -48,7 +48,7 @@ async function show(translator, text, search) {
 
 startPage({
   configFile: CONFIG_FILE,
-  preferredVariants: ["int8", "float16", "float32"],
+  preferredVariants: ["float16", "int8", "float32"],
   buttonId: "translate",
   busyText: "Translating…",
   failText: "The translation failed",

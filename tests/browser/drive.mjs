@@ -14,7 +14,7 @@
 // ANSWER: {
 //   "load_ms", "first_answer_ms",              from navigation start
 //   "results": [{"output", "ids", "source_ids", "message", "kind", "warning",
-//                "ms", "model_ms", "state"}],     ms: the whole answer; model_ms:
+//                "ms", "model_ms", "state", "variant"}], ms: the whole answer; model_ms:
 //                                                the signature call alone (translator)
 //   "console_errors": [...], "page_errors": [...], "failed_requests": [...],
 //   "requests": [every URL the page asked for]
@@ -122,6 +122,7 @@ try {
             model_ms: Number(document.getElementById("time").dataset.modelMs ?? NaN),
             heatmap: [document.getElementById("heatmap").width, document.getElementById("heatmap").height],
             state: document.body.dataset.state,
+            variant: document.getElementById("variant").value,
           };
         }),
       );
