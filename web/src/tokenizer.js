@@ -47,7 +47,7 @@ export function isPunctuation(char) {
   if ((cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96)) return true;
   if (cp >= 123 && cp <= 126) return true;
   // Every ASCII punctuation character is in the ranges above: the regular
-  // expression and the CJK table are for the rest (most of a sentence's time).
+  // expression and the CJK table are for the rest.
   if (cp < 128) return false;
   if (UNICODE_PUNCTUATION.test(char)) return true;
   return CJK_RANGES.some(([low, high]) => cp >= low && cp <= high);
