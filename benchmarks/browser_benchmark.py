@@ -16,8 +16,8 @@ test_2016_flickr that fit the static length, in each variant, greedy and beam:
   benchmarks/browser/api_loop.mjs) and of Python LiteRT (the signature call
   alone, `num_threads=1`), and their ratio (target: at most 2×), in two
   patterns: back to back, and each call 20 ms after the last (a request at a
-  time, when the caches have cooled: Python's call takes about a quarter
-  longer then). The page first translates for 5 s: WebAssembly starts on a
+  time, when the caches have cooled: Python's call takes a quarter (float32)
+  to a half (int8) longer then). The page first translates for 5 s: WebAssembly starts on a
   baseline compiler and recompiles hot functions in the background. The
   sides alternate over `--rounds` shares of the sentences (every R-th one),
   so that a slow spell of a shared machine falls on both; the table gives
@@ -181,7 +181,6 @@ def measure(args, url, folder, variant, search, signature, sentences, sources, e
     }
     for pause in PAUSES_MS:
         row[f"page_ms_{pause}"] = statistics.median(r["ms"] for r in api[pause].values())
-        row[f"call_ms_{pause}"] = statistics.median(r["model_ms"] for r in api[pause].values())
         row[f"python_ms_{pause}"] = statistics.median(ms for _, ms in lite[pause].values())
         row[f"rounds_{pause}"] = round_ratios[pause]
     return row
@@ -190,24 +189,16 @@ def measure(args, url, folder, variant, search, signature, sentences, sources, e
 def api_loop(chromium, url, variant, search, texts):
     """The page's API (`Translator.translate`) on `texts` in each pattern of
     PAUSES_MS, in one fresh browser (benchmarks/browser/api_loop.mjs)."""
+    request = {
+        "url": url,
+        "chromium": chromium,
+        "variant": variant,
+        "search": search,
+        "texts": texts,
+        "pauses_ms": list(PAUSES_MS),
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        request = {
-            "url": url,
-            "chromium": chromium,
-            "user_data_dir": str(Path(tmp) / "profile"),
-            "variant": variant,
-            "search": search,
-            "texts": texts,
-            "pauses_ms": list(PAUSES_MS),
-        }
-        path = Path(tmp) / "request.json"
-        path.write_text(json.dumps(request), encoding="utf-8")
-        done = subprocess.run(
-            ["node", str(API_DRIVER), str(path)], capture_output=True, text=True, timeout=1800
-        )
-    if done.returncode != 0:
-        raise RuntimeError(f"api_loop.mjs failed: {done.stderr[-3000:]}")
-    answer = json.loads(done.stdout)
+        answer = _browser.run_driver(API_DRIVER, request, tmp, timeout=1800)
     if answer["page_errors"]:
         raise RuntimeError(f"the page failed: {answer['page_errors']}")
     return answer["runs"]
@@ -317,7 +308,7 @@ def main(argv=None):
             f"{r['bleu_page']:.2f} | {r['bleu_python']:.2f} | "
             f"{r['bleu_page'] - r['bleu_python']:+.2f} |"
         )
-    back, apart = PAUSES_MS
+    apart = PAUSES_MS[1]
     lines += [
         "",
         "Speed, median ms per sentence. Like for like: the page's API "

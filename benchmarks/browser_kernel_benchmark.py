@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -115,22 +114,13 @@ def browser_ms(folder, models, x, repeats, chromium, tmp, **request):
         request = {
             "url": index_url.replace("index.html", "kernel.html"),
             "chromium": chromium,
-            "user_data_dir": str(tmp / "profile"),
             "models": models,
             "input": x.ravel().tolist(),
             "shape": list(x.shape),
             "repeats": repeats,
             **request,
         }
-        (tmp / "request.json").write_text(json.dumps(request))
-        out = subprocess.run(
-            ["node", str(DRIVER), str(tmp / "request.json")],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-    answer = json.loads(out.stdout)
+        answer = _browser.run_driver(DRIVER, request, tmp, timeout=1800)
     if answer["page_errors"]:
         raise RuntimeError(f"the page failed: {answer['page_errors']}")
     return answer["ms"]

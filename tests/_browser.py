@@ -78,6 +78,21 @@ def static_server(folder):
         httpd.server_close()
 
 
+def run_driver(script, request, tmp_path, timeout=None):
+    """Runs a Node browser driver (`node SCRIPT REQUEST.json`) on `request`
+    with a fresh profile in `tmp_path`; returns its JSON answer, or raises
+    with the end of its stderr."""
+    request = {**request, "user_data_dir": str(Path(tmp_path) / "profile")}
+    path = Path(tmp_path) / "request.json"
+    path.write_text(json.dumps(request), encoding="utf-8")
+    done = subprocess.run(
+        ["node", str(script), str(path)], capture_output=True, text=True, timeout=timeout
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{Path(script).name} failed: {done.stderr[-3000:]}")
+    return json.loads(done.stdout)
+
+
 def drive(chromium, url, cases, tmp_path, screenshot=None, button=None, timeout_ms=120_000):
     """Runs `cases` on the page in one browser session; returns the driver's answer.
 
@@ -87,18 +102,13 @@ def drive(chromium, url, cases, tmp_path, screenshot=None, button=None, timeout_
     request = {
         "url": url,
         "chromium": chromium,
-        "user_data_dir": str(Path(tmp_path) / "profile"),
         "cases": cases,
         "screenshot": screenshot,
         "timeout_ms": timeout_ms,
     }
     if button:
         request["button"] = button
-    path = Path(tmp_path) / "request.json"
-    path.write_text(json.dumps(request), encoding="utf-8")
-    done = subprocess.run(["node", str(DRIVER), str(path)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    answer = json.loads(done.stdout)
+    answer = run_driver(DRIVER, request, tmp_path)
     assert answer["state"] == "ready", answer.get("load_error")
     return answer
 
