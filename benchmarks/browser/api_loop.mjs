@@ -11,18 +11,10 @@
 //           "page_errors": [...]}
 //           ms: `Translator.translate` whole (tokenize, signature call,
 //           detokenize); model_ms: the signature call alone.
-import { readFileSync } from "node:fs";
+import { launchFromRequest } from "../../tests/browser/launch.mjs";
 
-import puppeteer from "puppeteer-core";
-
-const request = JSON.parse(readFileSync(process.argv[2], "utf-8"));
+const { request, browser } = await launchFromRequest();
 const WARM_UP_MS = request.warm_up_ms ?? 5000;
-const browser = await puppeteer.launch({
-  executablePath: request.chromium,
-  headless: true,
-  userDataDir: request.user_data_dir,
-  args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
-});
 const answer = { runs: {}, page_errors: [] };
 try {
   const page = await browser.newPage();

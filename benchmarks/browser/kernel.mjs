@@ -10,17 +10,9 @@
 //           or "int32", "warm_up_ms": calls before timing, default 3000}
 // ANSWER: {"ms": {model: [N milliseconds]}, "page_errors": [...]}; with
 //         "signatures", {"ms": {"model signature": [...]}, ...}
-import { readFileSync } from "node:fs";
+import { launchFromRequest } from "../../tests/browser/launch.mjs";
 
-import puppeteer from "puppeteer-core";
-
-const request = JSON.parse(readFileSync(process.argv[2], "utf-8"));
-const browser = await puppeteer.launch({
-  executablePath: request.chromium,
-  headless: true,
-  userDataDir: request.user_data_dir,
-  args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
-});
+const { request, browser } = await launchFromRequest();
 const answer = { ms: {}, page_errors: [] };
 try {
   const page = await browser.newPage();

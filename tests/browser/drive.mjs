@@ -19,27 +19,11 @@
 //   "console_errors": [...], "page_errors": [...], "failed_requests": [...],
 //   "requests": [every URL the page asked for]
 // }
-import { readFileSync } from "node:fs";
+import { launchFromRequest } from "./launch.mjs";
 
-import puppeteer from "puppeteer-core";
-
-const request = JSON.parse(readFileSync(process.argv[2], "utf-8"));
+const { request, browser } = await launchFromRequest();
 const TIMEOUT = request.timeout_ms ?? 120_000;
 
-const browser = await puppeteer.launch({
-  executablePath: request.chromium,
-  headless: true,
-  userDataDir: request.user_data_dir,
-  args: [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-  ],
-});
 const answer = {
   results: [],
   console_errors: [],
