@@ -116,4 +116,4 @@ def test_tensorflow_only_modules_name_the_extra_when_tensorflow_is_missing(modul
     assert completed.returncode == 0, completed.stderr[-4000:]
     assert "ImportError:" in completed.stdout, completed.stdout
     assert f"{module} needs TensorFlow" in completed.stdout
-    assert "pip install keras-attention[tensorflow]" in completed.stdout
+    assert "pip install keras-seq2seq-attention[tensorflow]" in completed.stdout

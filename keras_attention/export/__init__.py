@@ -11,7 +11,7 @@ try:
 except ImportError as error:
     raise ImportError(
         "keras_attention.export needs TensorFlow (the SavedModel format and the "
-        "TFLite converter): pip install keras-attention[tensorflow]"
+        "TFLite converter): pip install keras-seq2seq-attention[tensorflow]"
     ) from error
 
 from keras_attention.export.backend import BackendError

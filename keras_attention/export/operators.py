@@ -76,7 +76,7 @@ def _schema():
         except ImportError as error:
             raise ImportError(
                 "Listing TFLite operators needs ai-edge-litert or TensorFlow: "
-                "`pip install keras-attention[examples]`."
+                "`pip install keras-seq2seq-attention[examples]`."
             ) from error
     return schema
 

@@ -7,7 +7,7 @@ except ImportError as error:
     raise ImportError(
         "keras_attention.translation needs TensorFlow and tensorflow-text (its tf.data "
         "pipeline and tokenizer), whatever the Keras backend: "
-        "pip install keras-attention[tensorflow]"
+        "pip install keras-seq2seq-attention[tensorflow]"
     ) from error
 
 from keras_attention.translation.data import ENV_VAR

@@ -28,7 +28,7 @@ def _sacrebleu():
         import sacrebleu
     except ImportError as error:
         raise ImportError(
-            "Scoring needs sacrebleu: `pip install keras-attention[examples]`."
+            "Scoring needs sacrebleu: `pip install keras-seq2seq-attention[examples]`."
         ) from error
     return sacrebleu
 
@@ -38,7 +38,7 @@ def _moses_tokenizer(lang):
         from sacremoses import MosesTokenizer
     except ImportError as error:
         raise ImportError(
-            "Tokenized BLEU needs sacremoses: `pip install keras-attention[examples]`."
+            "Tokenized BLEU needs sacremoses: `pip install keras-seq2seq-attention[examples]`."
         ) from error
     return MosesTokenizer(lang=lang)
 

@@ -362,7 +362,7 @@ def _moses_detokenizer(lang: str):
     except ImportError as error:
         raise ImportError(
             "postprocess needs the `sacremoses` package. Install it with "
-            "`pip install keras-attention[examples]` (or `pip install sacremoses`)."
+            "`pip install keras-seq2seq-attention[examples]` (or `pip install sacremoses`)."
         ) from error
     return MosesDetokenizer(lang=lang)
 
