@@ -1,4 +1,24 @@
-"""Serializable Bahdanau and Luong attention for Keras 3."""
+"""Attention layers, attention decoders, generation and export for Keras 3.
+
+Imported from here (every Keras backend: TensorFlow, JAX, PyTorch):
+
+- the attention layers: the contract every mechanism fills (`BaseAttention`,
+  with `ContentAttention`, `BaseAlignmentAttention`, `BaseMonotonicAttention`
+  under it) and the mechanisms (`BahdanauAttention`, `LuongAttention`,
+  `LocationSensitiveAttention`, `BahdanauMonotonicAttention`,
+  `LuongMonotonicAttention`, `GMMAttention`), `OverriddenAttention` (replaced
+  weights), `MaskedSoftmax` and `masked_softmax`, `monotonic_alignment`;
+- the decoders that run an attention layer inside their recurrence, over the
+  built-in GRU or LSTM or any Keras RNN cell: `BaseDecoder`,
+  `BahdanauDecoder`, `LuongDecoder`;
+- `Seq2SeqGenerator` (greedy and beam search with a trained encoder-decoder)
+  and the loss `SmoothedSparseCrossentropy`.
+
+Subpackages, imported on their own: `keras_attention.generation` (reading a
+model's graph, the searches), `keras_attention.export` (SavedModel and
+builtin-only TFLite; needs TensorFlow), `keras_attention.translation` (the
+English-French Multi30k translator; needs TensorFlow and tensorflow-text).
+"""
 
 from keras_attention.attention.bahdanau_attention import BahdanauAttention
 from keras_attention.attention.bahdanau_monotonic_attention import BahdanauMonotonicAttention

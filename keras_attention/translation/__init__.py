@@ -1,4 +1,22 @@
-"""English-French Multi30k translation toolkit: data, tokenizer, input pipeline."""
+"""An English-French translator on Multi30k, from data to device.
+
+Imported from here: the data (`load_multi30k`, `read_parallel`,
+`multi30k_paths`, `ParallelSplit`, `ReadStats`, `SPLITS`, `SPLIT_SIZES`,
+`ENV_VAR`), the WordPiece tokenizer (`SubwordTokenizer`, `normalize_text`,
+`postprocess`, `RESERVED_TOKENS`), the teacher-forced input pipeline
+(`make_dataset`) and training into a run folder (`train_run`, `PRESETS`).
+
+Its modules hold the rest: `model` (`build_translator`), `translator`
+(`Translator`, `load_run`: a trained run's encoder, step, searches and
+tokenizers), `evaluation` (decoding a corpus, BLEU and chrF, plots),
+`serving` (the text-in, text-out SavedModel), `lite` (the TFLite models an
+app needs), `export` (both, from a run folder), `commands` and `cli` (`python
+-m keras_attention.translation train | evaluate | translate | explain |
+average | status | export`).
+
+Needs TensorFlow and tensorflow-text (the tf.data pipeline and the tokenizer),
+whatever the Keras backend.
+"""
 
 try:
     import tensorflow  # noqa: F401
