@@ -115,15 +115,12 @@ def run(args):
         print(f"  {en}\n    → {fr}")
 
     # 5. A run folder the package's commands read, and its export.
+    #    A folder that is not a run of the package is refused, untouched.
     out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / runs.FINISHED_FILE).unlink(missing_ok=True)  # written again last
-    source_tok.save(out / runs.SOURCE_VOCAB)
-    target_tok.save(out / runs.TARGET_VOCAB)
-    runs.save_model(model, out / runs.MODEL_FILE)
     config = {"attention": "bahdanau", "train_pairs": len(train_en), "epochs": args.epochs}
-    runs.write_json(out / runs.CONFIG_FILE, dict(config, run_format=runs.RUN_FORMAT))
-    runs.finish(out, {"epochs": args.epochs})
+    runs.write_run(
+        out, model, source_tok, target_tok, config, {"epochs": args.epochs}, overwrite=True
+    )
     print(f"run folder: {out}")
     if args.export:
         manifest = export.export_run(out, out / "export", variants=("float32",))

@@ -28,6 +28,8 @@ from keras_attention.export.tflite import export_tflite as generic_export_tflite
 from keras_attention.export.tflite import write_atomic
 from keras_attention.generation.search_defaults import MAX_BATCH
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
+from keras_attention.generation.search_defaults import BeamSettings
+from keras_attention.training.run_folder import write_mark
 from keras_attention.translation import SubwordTokenizer
 from keras_attention.translation import averaging
 from keras_attention.translation import cli
@@ -54,7 +56,6 @@ TINY_CONFIG = dict(
     preset="tiny",
     input_feeding=True,
     lr_schedule="cosine",
-    run_format=runs.RUN_FORMAT,
 )
 
 
@@ -96,6 +97,7 @@ def finished_run(tmp_path_factory, model_and_tokenizers):
         path.parent.mkdir(exist_ok=True)
         model.save_weights(path)
     runs.write_json(folder / runs.FINISHED_FILE, {"epochs": 2})
+    write_mark(folder)
     return folder
 
 
@@ -153,10 +155,16 @@ def test_an_empty_folder_or_a_run_of_ours_is_accepted(tmp_path, run_copy):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert training.check_run_dir(empty).state == runs.NEW
-    # A run killed while it learned its vocabularies holds only them (and
-    # the folder of a multi-worker training's second worker, maybe).
+    # The workers of a multi-worker training may create their folders first.
+    (tmp_path / "workers" / "worker_1").mkdir(parents=True)
+    assert training.check_run_dir(tmp_path / "workers").state == runs.NEW
+    # A run killed while it learned its vocabularies holds its mark and them
+    # (and the folder of a multi-worker training's second worker, maybe).
     shutil.copytree(run_copy / runs.SOURCE_VOCAB, tmp_path / "partial" / runs.SOURCE_VOCAB)
     (tmp_path / "partial" / "worker_1").mkdir()
+    with pytest.raises(runs.NotARunError, match="not a run folder"):
+        training.check_run_dir(tmp_path / "partial")  # without the mark: not ours
+    write_mark(tmp_path / "partial")
     assert training.check_run_dir(tmp_path / "partial").state == runs.UNFINISHED
     # What the commands add to a run (evaluate, explain, an export) is ours.
     for name in runs.COMMAND_OUTPUTS:
@@ -333,13 +341,13 @@ def test_beam_width_is_bounded_at_every_entry_point(translator, finished_run, tm
     ids = np.array([[4, 5, 6]], np.int32)
     for width in (0, vocabulary + 1, MAX_BEAM_WIDTH + 1, 10**6):
         with pytest.raises(ValueError, match="beam_width"):
-            translator.beam(ids, beam_width=width)
+            translator.beam_graph(ids, BeamSettings(width))
         with pytest.raises(ValueError, match="beam_width"):
             ServingTranslator(translator, beam_width=width)
         with pytest.raises(ValueError, match="beam_width"):
             export.export_run(finished_run, tmp_path / "out", variants=(), beam_width=width)
     assert not (tmp_path / "out").exists()
-    assert translator.beam(ids, beam_width=vocabulary)["tokens"].shape[0] == 1
+    assert translator.beam_graph(ids, BeamSettings(vocabulary))["tokens"].shape[0] == 1
     with pytest.raises(SystemExit, match=rf"^translate: --beam-width 12 .*at most {vocabulary}"):
         cli.main(["translate", "--run-dir", str(finished_run), "--beam-width", "12", "a dog"])
     argv = ["evaluate", "--run-dir", str(finished_run), "--beam-width", "12"]
@@ -377,7 +385,7 @@ def test_saved_model_refuses_a_batch_larger_than_max_batch(translator):
 )
 def test_ids_are_checked_before_the_int32_cast(translator, ids, expected):
     generator = translator.generator
-    calls = (translator.encode, translator.greedy, translator.beam, generator.greedy)
+    calls = (translator.encode, translator.greedy_graph, translator.beam_graph, generator.greedy)
     for call in (*calls, generator.beam):
         with pytest.raises(ValueError, match=expected):
             call(ids)
@@ -389,7 +397,7 @@ def test_ids_are_checked_before_the_int32_cast(translator, ids, expected):
 
 
 def test_ids_in_a_traced_function_are_checked_in_the_graph(translator):
-    search = tf.function(lambda ids: translator.greedy(ids)["tokens"])
+    search = tf.function(lambda ids: translator.greedy_graph(ids)["tokens"])
     search(tf.constant([[4, 5]], tf.int64))  # within the vocabulary: fine
     with pytest.raises(tf.errors.InvalidArgumentError, match="source vocabulary"):
         search(tf.constant([[4, 2**32 + 5]], tf.int64))
@@ -511,8 +519,8 @@ def test_export_refuses_a_folder_that_is_not_an_export(finished_run, tmp_path, m
 
 
 def _load_atomic():
-    """`translation/atomic.py` alone (standard library only), for a child process."""
-    path = ROOT / "keras_attention/translation/atomic.py"
+    """`training/atomic.py` alone (standard library only), for a child process."""
+    path = ROOT / "keras_attention/training/atomic.py"
     spec = importlib.util.spec_from_file_location("atomic", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -590,3 +598,225 @@ def test_written_files_get_the_umask_mode_not_0600(tmp_path, umask, model_and_to
     assert len(modes) == 7
     assert modes == dict.fromkeys(modes, expected)
     assert lock_mode == expected
+
+
+# ------------------------------- issue 44: a run is ours by its mark alone
+
+
+def test_user_files_with_an_attention_config_are_refused_untouched(tmp_path):
+    # Every name a run writes, and a config.json with a key a run writes: not
+    # a run without the mark. The old check took it for an unfinished run
+    # and deleted the four files.
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "model.keras").write_bytes(b"the user's own model")
+    (folder / "history.csv").write_text("epoch,loss\n0,1.5\n")
+    (folder / "backup").mkdir()
+    (folder / "backup" / "thesis.txt").write_text("chapter 1\n")
+    (folder / "epochs").mkdir()
+    (folder / "epochs" / "notes.txt").write_text("notes\n")
+    (folder / "config.json").write_text(json.dumps({"attention": "bahdanau", "units": 8}))
+    before = _snapshot(folder)
+    for extra in ([], ["--overwrite"]):
+        with pytest.raises(SystemExit, match=r"^train: .* is not a run folder.*Nothing was"):
+            cli.main(_train_argv(folder) + extra)
+    with pytest.raises(SystemExit, match=r"^status: .* is not a run folder"):
+        cli.main(["status", "--run-dir", str(folder)])
+    assert _snapshot(folder) == before
+    assert sorted(os.listdir(folder)) == sorted(
+        ["model.keras", "history.csv", "backup", "epochs", "config.json"]
+    )
+
+
+def test_a_mark_of_another_format_is_not_ours(tmp_path):
+    folder = tmp_path / "other"
+    folder.mkdir()
+    (folder / runs.MARK_FILE).write_text(json.dumps({"format": "someone.else", "version": 1}))
+    (folder / "config.json").write_text("{}")
+    before = _snapshot(folder)
+    with pytest.raises(runs.NotARunError, match="names the format 'someone.else'"):
+        training.check_run_dir(folder, overwrite=True)
+    assert _snapshot(folder) == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--dropout", "1.5"], ["--dropout", "-0.1"], ["--learning-rate", "0"]],
+    ids=["dropout_above_1", "dropout_negative", "zero_learning_rate"],
+)
+def test_train_refuses_an_option_out_of_range_before_writing(tmp_path, argv, capsys):
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit) as info:
+        cli.main(_train_argv(run_dir) + argv)
+    assert info.value.code == 2
+    assert argv[0] in capsys.readouterr().err
+    assert not run_dir.exists()
+
+
+@pytest.mark.parametrize(
+    "key, value", [("dropout", 1.5), ("label_smoothing", 1.0), ("learning_rate", -1e-3)]
+)
+def test_train_run_refuses_an_option_out_of_range_before_writing(tmp_path, key, value):
+    run_dir = tmp_path / "run"
+    with pytest.raises(ValueError, match=rf"Invalid value for argument `{key}`"):
+        training.train_run(run_dir, data_dir=tmp_path / "no-data-here", **{key: value})
+    assert not run_dir.exists()
+
+
+def test_an_export_inside_the_run_keeps_it_a_run(run_copy):
+    # `export RUN RUN/myexport`: a folder the run never wrote, in a run of ours.
+    (run_copy / "myexport" / "saved_model").mkdir(parents=True)
+    (run_copy / "myexport" / "export.json").write_text("{}")
+    assert runs.run_status(run_copy).state == runs.FINISHED
+    assert cli.main(["status", "--run-dir", str(run_copy)]).state == runs.FINISHED
+    # Starting it over removes what the run wrote, not the export.
+    assert training.prepare_run_dir(run_copy, overwrite=True) is None
+    assert (run_copy / "myexport" / "export.json").read_text() == "{}"
+
+
+_LOCKER = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o666)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.ftruncate(fd, 0)
+os.write(fd, sys.argv[2].encode() + b"\\n")
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+def _lock_with(lock_file, pid_written):
+    """A process that holds an flock on `lock_file`, which names `pid_written`."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", _LOCKER, str(lock_file), str(pid_written)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout.readline().strip() == "locked"
+    return process
+
+
+def test_export_of_an_unfinished_or_running_run_says_so(run_copy, tmp_path):
+    manifest = export.export_run(run_copy, tmp_path / "finished", variants=(), saved_model=False)
+    assert manifest["run"] == {"state": "finished"}
+    (run_copy / runs.FINISHED_FILE).unlink()
+    manifest = export.export_run(run_copy, tmp_path / "unfinished", variants=(), saved_model=False)
+    assert manifest["run"]["state"] == "unfinished"
+    assert "best epoch so far" in manifest["run"]["note"]
+    written = json.loads((tmp_path / "unfinished" / "export.json").read_text())
+    assert written["run"] == manifest["run"]
+    if sys.platform != "linux":
+        return
+    trainer = _lock_with(run_copy / runs.LOCK_FILE, 1)
+    try:
+        manifest = export.export_run(run_copy, tmp_path / "running", variants=(), saved_model=False)
+    finally:
+        trainer.kill()
+        trainer.wait()
+    assert manifest["run"]["state"] == "running"
+    assert f"process {trainer.pid} was training it" in manifest["run"]["note"]
+
+
+def test_status_refuses_a_fifo_in_place_of_config_json_at_once(run_copy):
+    (run_copy / runs.CONFIG_FILE).unlink()
+    os.mkfifo(run_copy / runs.CONFIG_FILE)
+
+    def hung(signum, frame):
+        raise AssertionError("status waited on the FIFO")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        with pytest.raises(SystemExit, match=r"config\.json is not a regular file: it is a FIFO"):
+            cli.main(["status", "--run-dir", str(run_copy)])
+        with pytest.raises(runs.CorruptRunError, match="FIFO"):
+            load_run(run_copy)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_live_process_named_by_a_lock_it_does_not_hold_is_said_so(run_copy, caplog):
+    (run_copy / runs.FINISHED_FILE).unlink()
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        (run_copy / runs.LOCK_FILE).write_text(f"{bystander.pid}\n")
+        with caplog.at_level(logging.WARNING):
+            with runs.RunLock(run_copy) as lock:
+                assert lock.stale_pid == bystander.pid and lock.stale_alive
+    finally:
+        bystander.kill()
+        bystander.wait()
+    assert f"process {bystander.pid}, which the file names: it is running but holds no lock" in (
+        caplog.text
+    )
+    assert "no longer running" not in caplog.text
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the holder comes from /proc/locks")
+def test_a_lock_held_by_another_program_names_its_real_holder(run_copy):
+    (run_copy / runs.FINISHED_FILE).unlink()
+    # The file names process 1; the lock is held by another process.
+    holder = _lock_with(run_copy / runs.LOCK_FILE, 1)
+    try:
+        with pytest.raises(runs.RunInUseError) as info:
+            with runs.RunLock(run_copy):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    message = str(info.value)
+    assert f"in use by process {holder.pid}" in message
+    assert "the file names process 1, which does not hold it" in message
+
+
+def test_overwrite_removes_symbolic_links_and_never_follows_them(run_copy, tmp_path):
+    outside = tmp_path / "outside"
+    (outside / "folder").mkdir(parents=True)
+    (outside / "folder" / "keep.txt").write_text("keep\n")
+    (outside / "file.txt").write_text("keep too\n")
+    (run_copy / runs.BACKUP_DIR).symlink_to(outside / "folder", target_is_directory=True)
+    shutil.rmtree(run_copy / averaging.EPOCHS_DIR)
+    (run_copy / averaging.EPOCHS_DIR).mkdir()
+    (run_copy / averaging.EPOCHS_DIR / "link").symlink_to(outside / "folder")
+    (run_copy / runs.HISTORY_FILE).symlink_to(outside / "file.txt")
+    (run_copy / runs.SOURCE_VOCAB / "dangling").symlink_to(tmp_path / "nowhere")
+    before = _snapshot(outside)
+    assert training.prepare_run_dir(run_copy, overwrite=True) is None
+    assert sorted(os.listdir(run_copy)) == [runs.MARK_FILE]
+    assert _snapshot(outside) == before
+
+
+def test_train_on_a_read_only_file_system_is_one_line(tmp_path, monkeypatch):
+    import errno
+
+    from keras_attention.training import run_lock
+
+    def read_only(self):
+        raise OSError(errno.EROFS, "Read-only file system", str(self.path))
+
+    monkeypatch.setattr(run_lock.RunLock, "__enter__", read_only)
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit, match=r"^train: Cannot write the run folder .*read-only"):
+        cli.main(_train_argv(run_dir))
+    assert not run_dir.exists()
+
+
+def test_average_of_more_epochs_than_saved_is_one_line(finished_run, tmp_path):
+    argv = ["average", "--run-dir", str(finished_run), "--last", "10"]
+    argv += ["--out-dir", str(tmp_path / "avg")]
+    with pytest.raises(SystemExit, match=r"^average: Cannot average the last 10 epochs.*holds 2"):
+        cli.main(argv)
+    assert not (tmp_path / "avg").exists()
+
+
+def test_evaluate_never_overwrites_a_results_json_it_did_not_write(finished_run, tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "results.json").write_text('{"my": "results"}')
+    before = _snapshot(out)
+    argv = ["--data-dir", str(tmp_path / "no-data-here"), "evaluate", "--run-dir"]
+    argv += [str(finished_run), "--out-dir", str(out)]
+    with pytest.raises(SystemExit, match=r"^evaluate: .*results\.json, which `evaluate` did not"):
+        cli.main(argv)
+    assert _snapshot(out) == before

@@ -15,6 +15,7 @@ import keras
 import pytest
 from _data_paths import multi30k_dir
 
+from keras_attention.training.run_folder import write_mark
 from keras_attention.translation import SubwordTokenizer
 from keras_attention.translation import cli
 from keras_attention.translation import evaluation
@@ -42,6 +43,7 @@ def finished_run(tmp_path_factory):
     config = {"attention": "bahdanau", "embedding_dim": 8, "units": 8}
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "finished.json").write_text(json.dumps({"epochs": 1}))
+    write_mark(folder)
     return folder
 
 
@@ -149,21 +151,32 @@ def test_a_partial_run_is_never_reported_as_finished(run_copy):
 
     assert runs.run_status(run_copy).state == runs.FINISHED
     (run_copy / "finished.json").unlink()
-    # Written by this version (run_format): without the marker, not finished,
-    # even with every other file whole and the backup deleted by hand.
-    config = json.loads((run_copy / "config.json").read_text())
-    (run_copy / "config.json").write_text(json.dumps(dict(config, run_format=2)))
+    # A run of this version (the mark): without the finished marker, not
+    # finished, even with every other file whole and the backup deleted by hand.
     status = runs.run_status(run_copy)
     assert status.state == runs.UNFINISHED and status.epoch == 0
 
 
-def test_a_finished_run_of_an_older_version_is_finished_unless_its_model_is_damaged(run_copy):
+def test_a_finished_run_of_an_older_version_is_read_only(run_copy, tmp_path):
     from keras_attention.translation import runs
 
-    (run_copy / "finished.json").unlink()  # older versions wrote no marker
-    assert runs.run_status(run_copy).state == runs.FINISHED
+    # Older versions wrote neither the mark nor the finished marker.
+    (run_copy / runs.MARK_FILE).unlink()
+    (run_copy / "finished.json").unlink()
+    status = runs.run_status(run_copy)
+    assert status.state == runs.FINISHED and status.legacy
+    load_run(run_copy)  # it loads (read only)
+    before = {p: p.read_bytes() for p in run_copy.rglob("*") if p.is_file()}
+    for overwrite in (False, True):
+        # Never trained into, started over or replaced.
+        with pytest.raises(runs.NotARunError, match="older version.*Nothing was changed"):
+            training.prepare_run_dir(run_copy, overwrite=overwrite)
+        with pytest.raises(runs.NotARunError, match="older version"):
+            runs.check_writable(run_copy, overwrite=overwrite)
+    assert {p: p.read_bytes() for p in run_copy.rglob("*") if p.is_file()} == before
     (run_copy / "model.keras").write_bytes(b"")  # killed while writing its checkpoint
-    assert runs.run_status(run_copy).state == runs.UNFINISHED
+    with pytest.raises(runs.NotARunError, match="not a run folder"):
+        runs.run_status(run_copy)
 
 
 def test_damaged_backup_state_is_reported_as_corrupt_naming_the_file(run_copy):
@@ -189,7 +202,7 @@ def test_train_refuses_a_damaged_backup_unless_overwrite_starts_over(run_copy, t
     with pytest.raises(SystemExit, match=r"^train: .*state\.json is corrupt.*--overwrite"):
         cli.main(argv)
     assert training.prepare_run_dir(run_copy, overwrite=True) is None
-    assert sorted(os.listdir(run_copy)) == []
+    assert sorted(os.listdir(run_copy)) == [runs.MARK_FILE]  # still a run of ours
 
 
 def test_config_that_is_not_json_is_reported_as_corrupt(run_copy):

@@ -59,6 +59,7 @@ def test_status_of_a_file_is_an_error_naming_it(tmp_path):
 
 
 def test_status_of_a_damaged_run_is_reported_as_corrupt(tmp_path):
+    runs.write_mark(tmp_path)  # a run of this package
     (tmp_path / runs.FINISHED_FILE).write_text('{"epochs": ')
     with pytest.raises(SystemExit, match="corrupt: .*finished.json"):
         cli.main(["status", "--run-dir", str(tmp_path)])

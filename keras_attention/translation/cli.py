@@ -44,6 +44,16 @@ def _unit_interval(text):
     return value
 
 
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0.0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
 def _positive_int(text):
     try:
         value = int(text)
@@ -89,7 +99,12 @@ def _train(args):
         raise SystemExit("train: --max-minutes cannot be used with --strategy multi-worker")
     try:
         return _train_run(args)
-    except (runs.RunFolderError, runs.CorruptRunError) as error:
+    except (
+        runs.RunFolderError,
+        runs.CorruptRunError,
+        runs.RunWriteError,
+        runs.DiskFullError,
+    ) as error:
         raise commands.command_error("train", error) from None
 
 
@@ -252,8 +267,8 @@ def _add_model_options(p):
         type=_positive_int,
         help="GRU size of each encoder direction (default: units / 2)",
     )
-    p.add_argument("--dropout", type=float)
-    p.add_argument("--learning-rate", type=float)
+    p.add_argument("--dropout", type=_unit_interval)
+    p.add_argument("--learning-rate", type=_positive_float)
     p.add_argument("--vocab-size", type=_positive_int)
     p.add_argument("--max-train-examples", type=_positive_int, help="train on the first N pairs")
     p.add_argument(

@@ -65,14 +65,18 @@ def evaluate(
     """
     run_dir = Path(run_dir)
     check_positive_int("max_sentences", max_sentences, allow_none=True)
+    try:
+        runs.check_evaluation_folder(run_dir, out_dir)  # before any decoding
+    except runs.RunFolderError as error:
+        raise command_error("evaluate", error) from None
     translator, config = load_run(run_dir)
     if "beam" in methods:
         _check_beam_width(translator, beam_width, "evaluate")
     splits = list(splits)
     corpus = load_multi30k(splits, data_dir)
     baseline = load_run(baseline_run_dir)[0] if baseline_run_dir else None
-    out_dir = Path(out_dir or run_dir / "eval")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = Path(out_dir or run_dir / runs.EVALUATION_DIR)
+    runs.mark_evaluation_folder(out_dir)
     results = {}
     for split in splits:
         data = corpus[split].head(max_sentences)
@@ -339,7 +343,10 @@ def average(run_dir, last, out_dir, overwrite=False):
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     if out_dir.resolve() == run_dir.resolve():
         raise SystemExit("average: --out-dir must differ from --run-dir")
-    epochs = averaging.last_epochs(run_dir, last)
+    try:
+        epochs = averaging.last_epochs(run_dir, last)
+    except ValueError as error:
+        raise command_error("average", error) from None
     try:
         # Checked before the averaging, then again under the folder's lock.
         runs.check_writable(out_dir, overwrite)

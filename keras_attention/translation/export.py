@@ -50,6 +50,7 @@ from keras_attention.generation.search_defaults import MAX_BATCH
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.generation.search_defaults import check_beam_width
+from keras_attention.translation import runs
 from keras_attention.translation.atomic import replaced_folder
 from keras_attention.translation.lite import TFLITE_CONFIG_FILE
 from keras_attention.translation.lite import VARIANTS
@@ -227,6 +228,8 @@ def _write_export(translator, config, run_dir, out_dir, settings):
         "max_length": settings.max_length,
         "source_length": settings.source_length,
         "tflite_beam": settings.tflite_beam,
+        # An unfinished or running run's model is its best epoch so far.
+        "run": runs.export_state(run_dir),
     }
     if settings.saved_model:
         manifest["saved_model"] = _write_saved_model(translator, out_dir, settings)

@@ -9,28 +9,27 @@ listed in `keras_attention.translation.runs`). A run killed at any instant
 resumes after its last finished epoch when `train_run` is called again with the
 same folder; a finished one is refused unless `overwrite=True`.
 
-The callbacks are here too: `CosineToBudget` (the learning-rate schedule),
-`EpochWeights` (every epoch's weights, for `average`) and `TimeLimit`.
+The run folder is a `keras_attention.training.TrainingRun` (the lock, the
+mark, the backup, the resume, the finished marker); this module adds the
+translator's data, vocabularies, model and callbacks. The learning-rate
+schedule is the library's `CosineToBudget`.
 """
 
 import logging
-import math
-import sys
-import time
-from pathlib import Path
 
 import keras
 
 from keras_attention import SmoothedSparseCrossentropy
+from keras_attention.training.schedules import CosineToBudget
+from keras_attention.training.schedules import EpochWeights  # noqa: F401
+from keras_attention.training.schedules import TimeLimit  # noqa: F401
 from keras_attention.translation import distribute
 from keras_attention.translation import runs
-from keras_attention.translation.averaging import epoch_weight_path
 from keras_attention.translation.data import load_multi30k
 from keras_attention.translation.model import build_translator
 from keras_attention.translation.model import check_conditional
 from keras_attention.translation.pipeline import make_dataset
 from keras_attention.translation.runs import CONFIG_FILE
-from keras_attention.translation.runs import MODEL_FILE
 from keras_attention.translation.runs import SOURCE_VOCAB
 from keras_attention.translation.runs import TARGET_VOCAB
 from keras_attention.translation.tokenizer import SubwordTokenizer
@@ -92,6 +91,13 @@ INT_OPTIONS = (
     "epochs",
     "max_train_examples",
     "vocab_size",
+)
+# The options that are numbers in [low, high) (or None: the preset's).
+FRACTION_OPTIONS = (
+    ("dropout", 0.0, 1.0),
+    ("label_smoothing", 0.0, 1.0),
+    ("ema_momentum", 0.0, 1.0),
+    ("learning_rate", 1e-12, float("inf")),
 )
 # Options of config.json that a resumed run may change: how it runs, not
 # what it trains.
@@ -167,13 +173,15 @@ def train_run(
     config = _run_config(preset, overrides, attention=attention, seed=seed, preset=preset)
     config.update(lr_schedule=lr_schedule, input_feeding=input_feeding)
     config.update(strategy=strategy, replicas=replicas, max_minutes=max_minutes)
+    run = runs.translator_run(
+        run_dir, config, overwrite, ignore=SESSION_OPTIONS, setup=tf_strategy.scope
+    )
     # Read-only, before the lock file is written into the folder: a folder
     # that is not a run of ours is never written to. Checked again under the
     # lock.
-    check_run_dir(run_dir, overwrite, config)
-    with runs.RunLock(run_dir):
-        state = prepare_run_dir(run_dir, overwrite, config)
-        _train(run_dir, config, state, tf_strategy, patience, max_minutes, keep_epochs, data_dir)
+    run.check()
+    with run:
+        _train(run, tf_strategy, patience, max_minutes, keep_epochs, data_dir)
     return run_dir
 
 
@@ -204,6 +212,17 @@ def check_options(preset, attention, max_minutes, strategy, overrides):
         )
     for key in INT_OPTIONS:
         check_positive_int(key, overrides.get(key), allow_none=True)
+    # Checked here, before the run folder is touched: the model would refuse
+    # them only after config.json was written.
+    for key, low, high in FRACTION_OPTIONS:
+        value = overrides.get(key)
+        if value is not None and not (
+            isinstance(value, int | float) and not isinstance(value, bool) and low <= value < high
+        ):
+            raise ValueError(
+                f"Invalid value for argument `{key}`. Expected a number in [{low}, {high}). "
+                f"Received: {key}={value!r}"
+            )
     if max_minutes is not None and not max_minutes > 0:
         raise ValueError(
             "Invalid value for argument `max_minutes`. Expected a positive number or "
@@ -219,8 +238,9 @@ def check_options(preset, attention, max_minutes, strategy, overrides):
     check_conditional(attention, overrides.get("conditional"))
 
 
-def _train(run_dir, config, state, tf_strategy, patience, max_minutes, keep_epochs, data_dir):
+def _train(run, tf_strategy, patience, max_minutes, keep_epochs, data_dir):
     """The training of `train_run`, in a prepared and locked run folder."""
+    run_dir, config = run.run_dir, run.options
     replicas = tf_strategy.num_replicas_in_sync
     seed = config["seed"]
     keras.utils.set_random_seed(seed)
@@ -233,10 +253,10 @@ def _train(run_dir, config, state, tf_strategy, patience, max_minutes, keep_epoc
         train_fr = train_fr[: config["max_train_examples"]]
 
     source_tokenizer, target_tokenizer = _tokenizers(run_dir, config, train_en, train_fr)
-    config["source_vocab_size"] = source_tokenizer.vocab_size
-    config["target_vocab_size"] = target_tokenizer.vocab_size
-    config["run_format"] = runs.RUN_FORMAT
-    runs.write_json(run_dir / CONFIG_FILE, config)
+    run.write_config(
+        source_vocab_size=source_tokenizer.vocab_size,
+        target_vocab_size=target_tokenizer.vocab_size,
+    )
     print(
         f"vocabularies: en {source_tokenizer.vocab_size}, fr "
         f"{target_tokenizer.vocab_size} subwords; {len(train_en)} training pairs"
@@ -253,39 +273,18 @@ def _train(run_dir, config, state, tf_strategy, patience, max_minutes, keep_epoc
     val_data = make_dataset(val.en, val.fr, *tokenizers, batch_size=global_batch, shuffle=False)
     train_data = distribute.shard_by_data(train_data)
     val_data = distribute.shard_by_data(val_data)
-    with tf_strategy.scope():
-        model = compiled_model(config, source_tokenizer, target_tokenizer, seed)
-        if state is not None:
-            # A killed run restarts after its last backed-up epoch.
-            print(f"resuming {run_dir} after epoch {state['epoch']}", flush=True)
-            runs.restore(model, run_dir, state)
-    callbacks = _callbacks(run_dir, config, patience, max_minutes, keep_epochs)
-    # Last, so that it backs up what the others left: the averaged weights,
-    # the epoch's learning rate in the logs, the decision to stop. It saves
-    # the best model on the validation loss as the run's model.
-    keeper = runs.RunKeeper(run_dir, state)
-    callbacks.append(keeper)
-    start = time.time()
-    if state is None or not (state["stopped"] or state["epoch"] >= config["epochs"]):
-        model.fit(
-            train_data,
-            validation_data=val_data,
-            epochs=config["epochs"],
-            initial_epoch=state["epoch"] if state else 0,
-            callbacks=callbacks,
-            verbose=1 if sys.stdout.isatty() else 2,
-        )
-    minutes = (time.time() - start) / 60
-    print(f"training took {minutes:.1f} min; model: {run_dir / MODEL_FILE}")
-    _update_json(run_dir / CONFIG_FILE, {"train_minutes_last_session": minutes})
-    # Last: until this file exists, the run is unfinished and resumes.
-    runs.finish(
-        run_dir,
-        {
-            "epochs": len(keeper.history),
-            "best_epoch": keeper.best_epoch,
-            "best_val_loss": keeper.best,
-        },
+    # The run backs up, keeps model.keras the best on the validation loss,
+    # resumes, and marks the run finished; built under the strategy's scope.
+    run.fit(
+        lambda: compiled_model(config, source_tokenizer, target_tokenizer, seed),
+        train_data,
+        validation_data=val_data,
+        epochs=config["epochs"],
+        callbacks=_callbacks(run_dir, config, patience, max_minutes),
+        max_minutes=max_minutes,
+        keep_epochs=keep_epochs,
+        # make_dataset shuffles; Keras warns at shuffle=True with a dataset.
+        shuffle=False,
     )
     return run_dir
 
@@ -314,8 +313,9 @@ def _tokenizers(run_dir, config, train_en, train_fr):
     return tuple(tokenizers)
 
 
-def _callbacks(run_dir, config, patience, max_minutes, keep_epochs):
-    """The callbacks of a training, in their order, before the `RunKeeper`."""
+def _callbacks(run_dir, config, patience, max_minutes):
+    """The callbacks of a training, in their order, before the run's own
+    (`EpochWeights`, `TimeLimit`, `RunKeeper`)."""
     callbacks = []
     if config["ema_momentum"]:
         # Validation, the checkpoint and the backup see the averaged weights;
@@ -327,75 +327,24 @@ def _callbacks(run_dir, config, patience, max_minutes, keep_epochs):
         learning_rate_schedule(config, max_minutes),
         keras.callbacks.TensorBoard(run_dir / runs.LOGS_DIR),
     ]
-    if keep_epochs:
-        # After the EMA swap, like the checkpoint: the validated weights.
-        callbacks.append(EpochWeights(run_dir))
-    if max_minutes:
-        callbacks.append(TimeLimit(max_minutes * 60))
+    # `TrainingRun.fit` adds the epoch weights after these (after the EMA
+    # swap, like the checkpoint: the validated weights).
     return callbacks
 
 
 def check_run_dir(run_dir, overwrite=False, config=None):
-    """The checks of `prepare_run_dir`, which change nothing: returns the
-    folder's `RunStatus`, or None when `overwrite` is to start it over."""
-    try:
-        status = runs.run_status(run_dir)
-        if status.state == runs.UNFINISHED and config is not None:
-            runs.check_options(run_dir, config, ignore=SESSION_OPTIONS)
-    except runs.CorruptRunError as error:
-        if not overwrite:
-            raise runs.CorruptRunError(
-                f"{error} Pass `overwrite=True` to start the run over."
-            ) from None
-        return None
-    except runs.RunOptionsError:
-        if not overwrite:
-            raise
-        return None
-    if status.state == runs.FINISHED and not overwrite:
-        # A new training would start from fresh weights and replace the model.
-        raise runs.RunExistsError(
-            f"{run_dir} already holds a finished run. Nothing was changed. Use another "
-            "run folder, or pass `overwrite=True` to replace it."
-        )
-    return status
+    """The checks of `train_run`'s run folder, which change nothing: returns
+    its `RunStatus`, or None when `overwrite` is to start it over
+    (`TrainingRun.check`)."""
+    return runs.translator_run(run_dir, config, overwrite, ignore=SESSION_OPTIONS).check()
 
 
 def prepare_run_dir(run_dir, overwrite=False, config=None):
-    """Readies `run_dir` for `train_run`; returns the backup state to resume
-    from, or None.
-
-    Everything is checked before anything is deleted: the folder holds a run
-    of this package (or nothing), not a finished one (unless `overwrite`),
-    and, when it holds an unfinished run, one started with the options of
-    `config` (unless `overwrite`, which then starts it over). Call it with
-    the folder locked (`runs.RunLock`).
-
-    Args:
-        run_dir: the run folder.
-        overwrite: replace a finished or damaged run, or start over an
-            unfinished one whose options differ.
-        config: the options of the new training, compared with those of an
-            unfinished run's `config.json`; None: not compared.
-
-    Raises:
-        keras_attention.translation.runs.RunFolderError: as in `train_run`.
-        keras_attention.translation.runs.CorruptRunError: as in `train_run`.
-    """
-    run_dir = Path(run_dir)
-    status = check_run_dir(run_dir, overwrite, config)
-    if status is None or status.state == runs.FINISHED:
-        # overwrite. The marker goes first: a kill from here on leaves an
-        # unfinished run, never a finished one with missing files.
-        runs.clear(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    runs.remove_temporaries(run_dir)
-    state = runs.read_state(run_dir)
-    if state is None:
-        # No epoch backed up: the run starts over; its vocabularies stay, and
-        # the epochs of an older run are not averaged with the new one's.
-        runs.clear(run_dir, keep_config=True)
-    return state
+    """Checks, locks and readies `run_dir` as `train_run` does, then releases
+    it; returns the backup state to resume from, or None
+    (`TrainingRun.__enter__`)."""
+    with runs.translator_run(run_dir, config, overwrite, ignore=SESSION_OPTIONS) as run:
+        return run.state
 
 
 def compiled_model(config, source_tokenizer, target_tokenizer, seed=None):
@@ -440,79 +389,6 @@ def learning_rate_schedule(config, max_minutes=None):
     return CosineToBudget(config["learning_rate"], config["epochs"], budget)
 
 
-class CosineToBudget(keras.callbacks.Callback):
-    """Cosine decay of the learning rate over the epochs or the time budget.
-
-    Before each epoch the rate is set from the run's progress: the larger of the
-    fraction of epochs done and the fraction of the wall-clock budget spent, so
-    that a run cut short by ``--max-minutes`` still ends at a low rate instead of
-    stopping at a high one. The rate falls from ``learning_rate`` to
-    ``learning_rate * final_fraction``. A resumed run counts its epochs from the
-    backup but its time from the restart, like the time limit itself.
-    """
-
-    def __init__(
-        self, learning_rate, epochs, budget_seconds=None, final_fraction=0.05, clock=time.monotonic
-    ):
-        super().__init__()
-        if learning_rate <= 0 or epochs < 1:
-            raise ValueError(
-                f"CosineToBudget: learning_rate must be > 0 and epochs >= 1, got "
-                f"{learning_rate} and {epochs}"
-            )
-        self.learning_rate = learning_rate
-        self.epochs = epochs
-        self.budget_seconds = budget_seconds
-        self.final_fraction = final_fraction
-        self.clock = clock
-        self.start = clock()
-
-    def rate(self, epoch):
-        progress = epoch / self.epochs
-        if self.budget_seconds:
-            progress = max(progress, (self.clock() - self.start) / self.budget_seconds)
-        progress = min(progress, 1.0)
-        low = self.learning_rate * self.final_fraction
-        return low + 0.5 * (self.learning_rate - low) * (1 + math.cos(math.pi * progress))
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.model.optimizer.learning_rate = self.rate(epoch)
-
-    def on_epoch_end(self, epoch, logs=None):
-        # Recorded in history.csv, as ReduceLROnPlateau does.
-        if logs is not None:
-            logs["learning_rate"] = float(
-                keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
-            )
-
-
-class EpochWeights(keras.callbacks.Callback):
-    """Saves the weights after every epoch in `RUN_DIR/epochs`, for `average`."""
-
-    def __init__(self, run_dir):
-        super().__init__()
-        self.run_dir = run_dir
-
-    def on_epoch_end(self, epoch, logs=None):
-        path = epoch_weight_path(self.run_dir, epoch + 1)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        runs.save_weights(self.model, path)
-
-
-class TimeLimit(keras.callbacks.Callback):
-    """Stops training after the epoch that passes a wall-clock budget."""
-
-    def __init__(self, seconds):
-        super().__init__()
-        self.seconds = seconds
-        self.start = time.time()
-
-    def on_epoch_end(self, epoch, logs=None):
-        if time.time() - self.start > self.seconds:
-            print(f"time limit reached after epoch {epoch + 1}")
-            self.model.stop_training = True
-
-
 def filter_long_pairs(en, fr, max_words=MAX_TRAIN_WORDS):
     """The pairs whose sides both have at most `max_words` words, as two lists;
     logs how many were skipped."""
@@ -525,9 +401,3 @@ def filter_long_pairs(en, fr, max_words=MAX_TRAIN_WORDS):
     if skipped:
         logging.info("skipped %d training pairs longer than %d words", skipped, max_words)
     return [e for e, _ in kept], [f for _, f in kept]
-
-
-def _update_json(path, values):
-    data = runs.read_json(path) if Path(path).exists() else {}
-    data.update(values)
-    runs.write_json(path, data)

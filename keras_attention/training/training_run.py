@@ -1,0 +1,342 @@
+"""`TrainingRun`: train any Keras model into a run folder that survives being killed."""
+
+import contextlib
+import errno
+import sys
+import time
+from pathlib import Path
+
+import keras
+
+from keras_attention.training import run_folder
+from keras_attention.training.atomic import write_json
+from keras_attention.training.run_folder import CONFIG_FILE
+from keras_attention.training.run_folder import FINISHED
+from keras_attention.training.run_folder import MODEL_FILE
+from keras_attention.training.run_folder import UNFINISHED
+from keras_attention.training.run_folder import CorruptRunError
+from keras_attention.training.run_folder import NotARunError
+from keras_attention.training.run_folder import RunExistsError
+from keras_attention.training.run_folder import RunKeeper
+from keras_attention.training.run_folder import RunOptionsError
+from keras_attention.training.run_lock import RunLock
+from keras_attention.training.schedules import CosineToBudget
+from keras_attention.training.schedules import EpochWeights
+from keras_attention.training.schedules import TimeLimit
+
+
+class RunWriteError(OSError):
+    """The run folder cannot be written (a read-only file system, no
+    permission); the message names the folder. Nothing was changed."""
+
+    def __str__(self):
+        return self.strerror
+
+
+class TrainingRun:
+    """A training in a run folder: resumed after a kill, never mixed with
+    another, never written into a folder that is not a run of this package.
+
+    ```python
+    run = TrainingRun(run_dir, options={"units": 16, "epochs": 3})
+    model = run.fit(build_model, train_data, validation_data=val_data, epochs=3)
+    ```
+
+    `fit` does, in this order: checks the folder without writing to it (new
+    or empty, or a run of this package by its mark; a finished one only with
+    `overwrite`; an unfinished one only with the same `options`, else
+    `RunOptionsError` naming them), takes its lock (`RunLock`), writes the
+    mark and `config.json`, builds the model, puts back the weights and
+    optimizer of the last finished epoch when the run resumes, trains with
+    `model.fit` keeping the backup, `model.keras` (the best epoch's on
+    `monitor`) and `history.csv` whole after each epoch (`RunKeeper`), and
+    writes `finished.json` last. Its files are listed in
+    `keras_attention.training.run_folder`.
+
+    A client that writes files of its own into the run (vocabularies, learned
+    before the model is built) uses the run as a context manager: the folder
+    is checked, locked and prepared on entry, and `fit` then trains inside it.
+
+    ```python
+    with TrainingRun(run_dir, options, files=("vocab.json",)) as run:
+        if run.state is None:  # a new run, or one with no epoch backed up
+            write_vocab(run.run_dir / "vocab.json")
+        run.fit(build_model, train_data, validation_data=val_data, epochs=3)
+    ```
+
+    Args:
+        run_dir: the run folder (created).
+        options: what the run trains (JSON values), written to `config.json`
+            and compared with it when the run resumes.
+        session_options: keys of `options` that a resumed run may change
+            (how it runs, not what it trains: a time budget, a device count).
+        files: the names of the client's own files and folders in the run,
+            removed with the run's when it is started over.
+        overwrite: replace a finished run of this package, or start over a
+            damaged one or an unfinished one started with other options. A
+            folder that is not a run of this package is never touched.
+        legacy: a function of a folder without the mark, True when it holds
+            a finished run of an older version (read only: it is refused).
+        setup: a function returning a context manager entered while the
+            model is built, compiled and restored: a `tf.distribute`
+            strategy's `scope`, a mixed-precision policy. None: nothing.
+
+    Attributes:
+        run_dir: the folder, a `Path`.
+        state: on entry, the progress of the unfinished run it resumes
+            (`backup/state.json`), or None when it starts from its first epoch.
+        status: the folder's `RunStatus` before entry.
+    """
+
+    def __init__(
+        self,
+        run_dir,
+        options=None,
+        *,
+        session_options=(),
+        files=(),
+        overwrite=False,
+        legacy=None,
+        setup=None,
+    ):
+        self.run_dir = Path(run_dir)
+        self.options = dict(options or {})
+        self.session_options = tuple(session_options)
+        self.files = tuple(files)
+        self.overwrite = overwrite
+        self.legacy = legacy
+        self.setup = setup
+        self.state = None
+        self.status = None
+        self._lock = None
+
+    # ------------------------------------------------------- the folder
+
+    def check(self):
+        """Checks what `__enter__` checks, writing nothing; returns the
+        folder's `RunStatus`, or None when `overwrite` is to start it over.
+
+        Raises:
+            NotARunError: the folder holds something else than a run of this
+                package (or a run of an older version, read only).
+            RunExistsError: it holds a finished run and not `overwrite`.
+            RunOptionsError: it holds an unfinished run started with other
+                options and not `overwrite`.
+            CorruptRunError: it holds a damaged run and not `overwrite`.
+            NotADirectoryError: `run_dir` is a file.
+        """
+        try:
+            status = run_folder.run_status(self.run_dir, legacy=self.legacy)
+            if status.legacy:
+                raise NotARunError(
+                    f"{status.detail}. Nothing was changed. Train into a new folder; "
+                    "this one stays as it is, to be loaded, evaluated or exported."
+                )
+            if status.state == UNFINISHED:
+                run_folder.check_options(self.run_dir, self.options, ignore=self.session_options)
+        except CorruptRunError as error:
+            if not self.overwrite:
+                raise CorruptRunError(
+                    f"{error} Pass `overwrite=True` to start the run over."
+                ) from None
+            return None
+        except RunOptionsError:
+            if not self.overwrite:
+                raise
+            return None
+        if status.state == FINISHED and not self.overwrite:
+            # A new training would start from fresh weights and replace the model.
+            raise RunExistsError(
+                f"{self.run_dir} already holds a finished run. Nothing was changed. Use "
+                "another run folder, or pass `overwrite=True` to replace it."
+            )
+        return status
+
+    def __enter__(self):
+        # Read-only first: a folder that is not a run of ours gets no lock
+        # file. Checked again under the lock.
+        self.check()
+        self._lock = RunLock(self.run_dir)
+        with _writable(self.run_dir):
+            self._lock.__enter__()
+        try:
+            self.state = self._prepare()
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def __exit__(self, *exc_info):
+        self._release()
+        return False
+
+    def _release(self):
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.__exit__(None, None, None)
+
+    def _prepare(self):
+        """Readies the locked folder; returns the state to resume from, or None."""
+        status = self.check()
+        self.status = status
+        if status is None or status.state == FINISHED:
+            # overwrite. The marker goes first: a kill from here on leaves an
+            # unfinished run, never a finished one with missing files.
+            run_folder.clear(self.run_dir, self.files)
+        # First in a new folder: from now on it is a run of ours.
+        run_folder.write_mark(self.run_dir)
+        run_folder.remove_temporaries(self.run_dir, self.files)
+        state = run_folder.read_state(self.run_dir)
+        if state is None:
+            # No epoch backed up: the run starts over; the client's files
+            # stay (their ids must not change), and the epochs of an older
+            # run are not averaged with the new one's.
+            run_folder.clear(self.run_dir, self.files, keep=(CONFIG_FILE, *self.files))
+        return state
+
+    @property
+    def initial_epoch(self):
+        """The epochs already done: where `fit` starts."""
+        return self.state["epoch"] if self.state else 0
+
+    def write_config(self, **extra):
+        """Writes `config.json`: the options and `extra` (values the run
+        learned, e.g. a vocabulary's size). Inside the run only."""
+        self._check_entered("write_config")
+        write_json(self.run_dir / CONFIG_FILE, dict(self.options, **extra))
+
+    def _check_entered(self, method):
+        if self._lock is None:
+            raise RuntimeError(
+                f"TrainingRun.{method}: the run is not entered; call it inside "
+                "`with TrainingRun(...) as run:` (or use `fit`, which enters it)."
+            )
+
+    # ---------------------------------------------------------- training
+
+    def fit(
+        self,
+        model,
+        x=None,
+        y=None,
+        *,
+        epochs,
+        validation_data=None,
+        callbacks=(),
+        monitor="val_loss",
+        learning_rate=None,
+        max_minutes=None,
+        keep_epochs=False,
+        verbose=None,
+        **fit_kwargs,
+    ):
+        """Trains `model` into the run, or resumes it; returns the model.
+
+        Args:
+            model: a compiled Keras model, or a function of no arguments
+                returning one (built inside `setup`).
+            x, y: the training data, as `model.fit` takes them.
+            epochs: the epochs of the whole run (a resumed run does the rest).
+            validation_data: as `model.fit` takes it; the best model is
+                chosen on `monitor`, a validation value by default.
+            callbacks: the client's callbacks, run before the run's own.
+            monitor: the log `model.keras` is chosen on (lower is better).
+            learning_rate: when given, the rate falls on a cosine from it over
+                the epochs or `max_minutes`, whichever ends first
+                (`CosineToBudget`).
+            max_minutes: stop after the epoch that passes this budget.
+            keep_epochs: also save every epoch's weights in `RUN_DIR/epochs`
+                (checkpoint averaging).
+            verbose: as `model.fit`'s; None: 1 on a terminal, else 2.
+            **fit_kwargs: passed on to `model.fit` (`steps_per_epoch`, ...).
+
+        Raises:
+            The errors of `check`, `RunInUseError` (another process holds the
+            folder's lock, named), `RunWriteError` (a read-only folder), and
+            `keras_attention.training.atomic.DiskFullError` (the disk filled
+            up; the run resumes once there is space).
+        """
+        if self._lock is None:
+            with self:
+                return self.fit(
+                    model,
+                    x,
+                    y,
+                    epochs=epochs,
+                    validation_data=validation_data,
+                    callbacks=callbacks,
+                    monitor=monitor,
+                    learning_rate=learning_rate,
+                    max_minutes=max_minutes,
+                    keep_epochs=keep_epochs,
+                    verbose=verbose,
+                    **fit_kwargs,
+                )
+        if not (self.run_dir / CONFIG_FILE).exists():
+            self.write_config()
+        state = self.state
+        with self.setup() if self.setup else contextlib.nullcontext():
+            if not isinstance(model, keras.Model):
+                model = model()
+            if state is not None:
+                # A killed run restarts after its last backed-up epoch.
+                print(f"resuming {self.run_dir} after epoch {state['epoch']}", flush=True)
+                run_folder.restore(model, self.run_dir, state)
+        callbacks = list(callbacks)
+        if learning_rate is not None:
+            budget = max_minutes * 60 if max_minutes else None
+            callbacks.append(CosineToBudget(learning_rate, epochs, budget))
+        if keep_epochs:
+            callbacks.append(EpochWeights(self.run_dir))
+        if max_minutes:
+            callbacks.append(TimeLimit(max_minutes * 60))
+        # Last, so that it backs up what the others left: the averaged
+        # weights, the epoch's learning rate in the logs, the decision to stop.
+        keeper = RunKeeper(self.run_dir, state, monitor=monitor)
+        callbacks.append(keeper)
+        start = time.time()
+        if state is None or not (state["stopped"] or state["epoch"] >= epochs):
+            model.fit(
+                x,
+                y,
+                validation_data=validation_data,
+                epochs=epochs,
+                initial_epoch=self.initial_epoch,
+                callbacks=callbacks,
+                verbose=(1 if sys.stdout.isatty() else 2) if verbose is None else verbose,
+                **fit_kwargs,
+            )
+        minutes = (time.time() - start) / 60
+        print(f"training took {minutes:.1f} min; model: {self.run_dir / MODEL_FILE}")
+        config = run_folder.read_json(self.run_dir / CONFIG_FILE)
+        write_json(self.run_dir / CONFIG_FILE, dict(config, train_minutes_last_session=minutes))
+        # Last: until this file exists, the run is unfinished and resumes.
+        run_folder.finish(
+            self.run_dir,
+            {
+                "epochs": len(keeper.history),
+                "best_epoch": keeper.best_epoch,
+                "best_" + monitor: keeper.best,
+            },
+        )
+        return model
+
+
+@contextlib.contextmanager
+def _writable(run_dir):
+    """Says in one line that `run_dir` cannot be written, instead of the
+    traceback of the first write."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            reason = {errno.EROFS: "it is on a read-only file system"}.get(
+                error.errno, "permission denied"
+            )
+            raise RunWriteError(
+                error.errno,
+                f"Cannot write the run folder {run_dir}: {reason} "
+                f"({error.filename or run_dir}). Nothing was changed. Train into a "
+                "folder you can write.",
+            ) from None
+        raise

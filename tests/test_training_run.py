@@ -1,0 +1,238 @@
+"""`keras_attention.training.TrainingRun` with a user's own small model.
+
+In-process and fast (a Dense model on 64 random rows, a few epochs): the run
+folder's files, the refusals, the resume after an interrupted epoch, the
+same run from the same seed, a disk that fills up. Killing the trainer with
+SIGKILL inside each write is tests/test_training_run_kill.py. Keras only:
+these run on every backend (tests/run_all_backends.sh).
+"""
+
+import csv
+import errno
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attention.training import CosineToBudget
+from keras_attention.training import DiskFullError
+from keras_attention.training import NotARunError
+from keras_attention.training import RunExistsError
+from keras_attention.training import RunInUseError
+from keras_attention.training import RunLock
+from keras_attention.training import RunOptionsError
+from keras_attention.training import TrainingRun
+from keras_attention.training import cosine_to_budget
+from keras_attention.training import run_folder
+from keras_attention.training import run_status
+
+OPTIONS = {"units": 8, "seed": 3}
+EPOCHS = 3
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 4)).astype("float32")
+    y = (x @ np.array([1.0, -2.0, 0.5, 3.0], dtype="float32"))[:, None]
+    return x, y
+
+
+def _build(units=8, seed=3):
+    def build():
+        init = keras.initializers.GlorotUniform(seed=seed)
+        model = keras.Sequential(
+            [
+                keras.Input((4,)),
+                keras.layers.Dense(units, activation="tanh", kernel_initializer=init),
+                keras.layers.Dense(1, kernel_initializer=init),
+            ]
+        )
+        model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse")
+        return model
+
+    return build
+
+
+def _fit(run_dir, options=OPTIONS, epochs=EPOCHS, callbacks=(), **kwargs):
+    x, y = _data()
+    run = TrainingRun(run_dir, options, **kwargs)
+    return run.fit(
+        _build(options["units"], options["seed"]),
+        x,
+        y,
+        validation_data=(x[:16], y[:16]),
+        epochs=epochs,
+        batch_size=16,
+        shuffle=False,
+        learning_rate=1e-2,
+        callbacks=callbacks,
+        verbose=0,
+    )
+
+
+def _snapshot(folder):
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+def _history(run_dir):
+    with open(run_dir / run_folder.HISTORY_FILE) as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_run_leaves_its_files_and_is_finished_last(tmp_path):
+    run_dir = tmp_path / "run"
+    model = _fit(run_dir)
+    assert run_status(run_dir).state == run_folder.FINISHED
+    assert sorted(os.listdir(run_dir)) == sorted(
+        [run_folder.MARK_FILE, "config.json", "model.keras", "history.csv", "finished.json"]
+    )
+    config = json.loads((run_dir / "config.json").read_text())
+    assert {k: config[k] for k in OPTIONS} == OPTIONS
+    rows = _history(run_dir)
+    assert [int(r["epoch"]) for r in rows] == list(range(EPOCHS))
+    best = int(np.argmin([float(r["val_loss"]) for r in rows])) + 1
+    info = json.loads((run_dir / "finished.json").read_text())
+    assert info["epochs"] == EPOCHS and info["best_epoch"] == best
+    # The learning rate fell on the cosine, epoch by epoch.
+    for row in rows:
+        expected = cosine_to_budget(1e-2, 1e-2 * 0.05, int(row["epoch"]) / EPOCHS)
+        np.testing.assert_allclose(float(row["learning_rate"]), expected, rtol=1e-6)
+    loaded = keras.saving.load_model(run_dir / "model.keras")
+    x, _ = _data()
+    if best == EPOCHS:  # the best epoch is the last: the model returned
+        np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+    with pytest.raises(RunExistsError, match="already holds a finished run"):
+        _fit(run_dir)
+
+
+def test_the_same_seed_and_step_count_give_the_same_run(tmp_path):
+    first = _fit(tmp_path / "a")
+    second = _fit(tmp_path / "b")
+    for a, b in zip(first.weights, second.weights, strict=True):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
+    assert _history(tmp_path / "a") == _history(tmp_path / "b")
+
+
+class _Interrupt(keras.callbacks.Callback):
+    """Raises at the start of an epoch: a trainer that died there."""
+
+    def __init__(self, epoch):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == self.epoch:
+            raise KeyboardInterrupt
+
+
+def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
+    whole = _fit(tmp_path / "whole")
+    run_dir = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        _fit(run_dir, callbacks=[_Interrupt(2)])
+    status = run_status(run_dir)
+    assert status.state == run_folder.UNFINISHED and status.epoch == 2
+    assert not (run_dir / run_folder.LOCK_FILE).exists()
+    resumed = _fit(run_dir)
+    for a, b in zip(whole.weights, resumed.weights, strict=True):
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b), rtol=1e-6, atol=1e-7
+        )
+    assert [r["epoch"] for r in _history(run_dir)] == ["0", "1", "2"]
+
+
+def test_resume_with_other_options_names_them_and_changes_nothing(tmp_path):
+    run_dir = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        _fit(run_dir, callbacks=[_Interrupt(1)])
+    before = _snapshot(run_dir)
+    with pytest.raises(RunOptionsError, match=r"units 16 \(the run has 8\)") as info:
+        _fit(run_dir, options=dict(OPTIONS, units=16))
+    assert info.value.differences == {"units": (8, 16)}
+    assert _snapshot(run_dir) == before
+    # A session option may change; `overwrite` starts the run over.
+    _fit(run_dir, options=dict(OPTIONS, max_minutes=5), session_options=("max_minutes",))
+    assert run_status(run_dir).state == run_folder.FINISHED
+
+
+def test_a_folder_of_the_users_files_is_refused_and_untouched(tmp_path):
+    folder = tmp_path / "project"
+    (folder / "backup").mkdir(parents=True)
+    (folder / "epochs").mkdir()
+    (folder / "model.keras").write_bytes(b"the user's model")
+    (folder / "history.csv").write_text("epoch,loss\n")
+    (folder / "backup" / "thesis.txt").write_text("chapter 1\n")
+    (folder / "epochs" / "notes.txt").write_text("notes\n")
+    (folder / "config.json").write_text(json.dumps(OPTIONS))
+    before = _snapshot(folder)
+    for overwrite in (False, True):
+        with pytest.raises(NotARunError, match="not a run folder.*Nothing was changed"):
+            _fit(folder, overwrite=overwrite)
+    assert _snapshot(folder) == before
+    assert not (folder / run_folder.LOCK_FILE).exists()
+
+
+def test_a_second_trainer_is_refused_naming_the_holder(tmp_path):
+    run_dir = tmp_path / "run"
+    with RunLock(run_dir):
+        with pytest.raises(RunInUseError, match=f"in use by process {os.getpid()}"):
+            _fit(run_dir)
+    assert not (run_dir / run_folder.MARK_FILE).exists()
+
+
+def test_a_full_disk_names_the_file_and_the_run_resumes(tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    save_weights = keras.Model.save_weights
+
+    def disk_full(self, path, *args, **kwargs):
+        with open(path, "wb") as f:
+            f.write(b"x" * 1000)  # what got written before the disk filled up
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(keras.Model, "save_weights", disk_full)
+    with pytest.raises(DiskFullError) as info:
+        _fit(run_dir)
+    message = str(info.value)
+    assert str(run_dir / "backup" / "epoch_001.weights.h5") in message
+    assert "needs at least 1,000 bytes" in message and "free" in message
+    assert info.value.errno == errno.ENOSPC
+    # The failed write left no temporary file; the run is unfinished.
+    assert not list(run_dir.rglob(".tmp-*"))
+    assert run_status(run_dir).state == run_folder.UNFINISHED
+    monkeypatch.setattr(keras.Model, "save_weights", save_weights)
+    _fit(run_dir)
+    assert run_status(run_dir).state == run_folder.FINISHED
+
+
+def test_the_setup_hook_is_entered_while_the_model_is_built(tmp_path):
+    events = []
+
+    class Setup:
+        def __enter__(self):
+            events.append("enter")
+
+        def __exit__(self, *exc_info):
+            events.append("exit")
+
+    x, y = _data()
+    run = TrainingRun(tmp_path / "run", OPTIONS, setup=Setup)
+
+    def build():
+        events.append("build")
+        return _build()()
+
+    run.fit(build, x, y, validation_data=(x, y), epochs=1, verbose=0)
+    assert events == ["enter", "build", "exit"]
+
+
+def test_cosine_to_budget_follows_the_larger_fraction():
+    clock = [0.0]
+    schedule = CosineToBudget(1e-3, 10, budget_seconds=100, clock=lambda: clock[0])
+    clock[0] = 50.0  # half the time after 2 of 10 epochs: the time wins
+    assert schedule.rate(2) == cosine_to_budget(1e-3, 5e-5, 0.5)
+    assert cosine_to_budget(1.0, 0.0, 0.5) == pytest.approx(0.5, abs=1e-15)
+    assert cosine_to_budget(1.0, 0.1, 2.0) == 0.1  # past the end: the floor
