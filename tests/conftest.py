@@ -1,6 +1,8 @@
 """Fixtures shared by every test module. Keep this small and generic."""
 
 import os
+import sys
+from pathlib import Path
 
 # Must be set before TensorFlow is first imported (by keras) to silence its notices.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -13,6 +15,45 @@ os.environ.setdefault("JAX_ENABLE_X64", "1")
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+# Set by README's test command (and so by CI): the tests import the installed
+# wheel, never the repository's keras_attention/, so that a module or file the
+# wheel lacks fails them.
+INSTALLED_ENV = "KERAS_ATTENTION_TEST_INSTALLED"
+
+
+def _import_the_installed_package():
+    """Imports keras_attention from site-packages; refuses the source tree.
+
+    `python -m pytest` puts the working directory, the repository, first on
+    sys.path, where keras_attention/ would shadow the installed copy. The
+    package is imported once without the repository on the path; its
+    submodules then come from the installed copy's `__path__`, and the
+    repository goes back on the path for `tests.*` and the scripts.
+    """
+    repository = [p for p in sys.path if Path(p or os.getcwd()).resolve() == ROOT]
+    for path in repository:
+        sys.path.remove(path)
+    try:
+        import keras_attention
+    finally:
+        sys.path[:0] = repository
+    location = Path(keras_attention.__file__).resolve()
+    if ROOT in location.parents:
+        raise RuntimeError(
+            f"{INSTALLED_ENV}=1 but keras_attention was imported from the repository "
+            f"({location}), not from an installed wheel: install it with "
+            '`python -m build && pip install "$(echo dist/*.whl)[dev]"`, not `pip install -e`.'
+        )
+    # The processes the tests start (`python -m keras_attention.translation`,
+    # `python -c ...`, often in the repository) do not put their working
+    # directory on sys.path either (Python 3.11 and later read this).
+    os.environ["PYTHONSAFEPATH"] = "1"
+
+
+if os.environ.get(INSTALLED_ENV) == "1":
+    _import_the_installed_package()
 
 if keras.backend.backend() == "torch":
     import ml_dtypes  # noqa: E402

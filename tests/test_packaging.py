@@ -5,6 +5,7 @@ import ast
 import configparser
 import email
 import importlib.metadata
+import os
 import re
 import subprocess
 import sys
@@ -157,6 +158,16 @@ def test_twine_check_accepts_the_sdist_and_the_wheel(dist):
 def test_installed_metadata_version_is_the_packages_version():
     assert importlib.metadata.version(DISTRIBUTION) == keras_attention.__version__
     assert keras_attention.__version__ == _source_version()
+    # An installed wheel: the metadata beside the imported package says so too
+    # (not an egg-info that a build left in the repository).
+    site = Path(keras_attention.__file__).resolve().parents[1]
+    if site != ROOT:
+        (beside,) = [
+            d
+            for d in importlib.metadata.distributions(path=[str(site)])
+            if d.metadata["Name"] == DISTRIBUTION
+        ]
+        assert beside.version == keras_attention.__version__
 
 
 def test_changelog_has_an_unreleased_section_and_this_version():
@@ -177,3 +188,43 @@ def test_no_install_line_names_another_projects_distribution():
         if re.search(r"pip install\s+[\"']?keras-attention\b", line)
     ]
     assert not offending
+
+
+def _console_script(name):
+    """The installed console script `name`, beside the running Python."""
+    path = Path(sys.executable).parent / name
+    if not path.exists():
+        pytest.fail(f"{name} is not installed beside {sys.executable}: pip install the package")
+    return path
+
+
+def test_console_script_help_agrees_with_readme():
+    script = "keras-attention-translate"
+    result = subprocess.run(
+        [_console_script(script), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith(f"usage: {script} ")
+    listed = re.search(r"\{([a-z,]+)\}", result.stdout).group(1).split(",")
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    sentence = re.search(
+        rf"`{script}` \(or `python -m keras_attention.translation`\) with (.+?), walked", readme
+    ).group(1)
+    assert sorted(re.findall(r"`([a-z]+)`", sentence)) == sorted(listed)
+
+
+def test_ci_runs_readmes_test_command_on_the_installed_wheel():
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"Run the tests.*?```bash\n(.+?)\n```", readme, flags=re.S).group(1)
+    (command,) = block.splitlines()  # one line
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert command in ci
+    assert "python -m build" in command and '"$(echo dist/*.whl)[dev]"' in command
+    assert "pip install -e" not in command
+    assert "KERAS_ATTENTION_TEST_INSTALLED=1 bash tests/run_all_backends.sh" in command
+    # The oldest-Keras environment installs the same wheel.
+    assert "    pip install --no-deps dist/*.whl" in ci
