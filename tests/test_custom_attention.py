@@ -19,11 +19,14 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
+import keras_attention
 from keras_attention import BahdanauDecoder
 from keras_attention import GMMAttention
 from keras_attention import LuongDecoder
 from keras_attention import Seq2SeqGenerator
+from keras_attention.attention.step_guard import RandomDrawInStepError
 
 BATCH = 3
 T_DEC = 4  # != T_ENC
@@ -445,3 +448,121 @@ def test_the_pages_noisy_mechanism_draws_before_the_loop_and_trains():
     # Inference draws nothing: two calls give the same outputs.
     first = np.asarray(model(inputs, training=False))
     np.testing.assert_array_equal(np.asarray(model(inputs, training=False)), first)
+
+
+# ------------------------------- no silent breach of the contract at run time
+
+
+@keras.saving.register_keras_serializable(package="test_custom_attention")
+class ForgetfulAttention(keras_attention.BaseAttention):
+    """A dot score and a softmax over every key: `step_weights` forgets the mask."""
+
+    def build_score(self, query_dim, key_dim):
+        self.kernel = self.add_weight(name="kernel", shape=(query_dim, key_dim))
+
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        projected = ops.matmul(query, ops.cast(self.kernel, query.dtype))  # (B, d_k)
+        scores = ops.einsum("bd,bvd->bv", projected, processed_keys)  # (B, T_v)
+        return ops.softmax(scores, axis=-1), {}  # no value_mask: weight on padding
+
+
+@pytest.mark.parametrize("kind", ("bahdanau", "luong"))
+def test_a_mechanism_that_forgets_the_mask_puts_no_weight_on_padding(kind):
+    y, memory, memory_mask = decoder_inputs()
+    decoder = make_decoder(kind, ForgetfulAttention())
+    outputs, weights, _ = decoder(y, memory, memory_mask=memory_mask)
+    weights = np.asarray(weights)  # (B, T_dec, T_enc)
+    # Its softmax puts weight on every key: the base zeroes the padded ones.
+    assert np.all(weights[1, :, 4:] == 0.0) and np.all(weights[2] == 0.0)
+    assert np.all(weights[0] > 0.0) and np.all(weights[1, :, :4] > 0.0)
+    # What the padding holds reaches nothing: NaN, inf and large values there.
+    hostile = memory.copy()
+    hostile[1, 4:] = np.array([np.nan, np.inf])[:, None]  # (T_enc - 4, D_H)
+    hostile[2] = 1e30
+    again, again_weights, _ = decoder(y, hostile, memory_mask=memory_mask)
+    np.testing.assert_array_equal(np.asarray(again), np.asarray(outputs))
+    np.testing.assert_array_equal(np.asarray(again_weights), weights)
+    # Step by step, as the generator decodes, the same zeros.
+    state = decoder.get_decode_state(hostile, memory_mask=memory_mask)
+    for t in range(T_DEC):
+        _, step_weights, state = decoder.step(y[:, t], state)
+        assert np.all(np.asarray(step_weights)[1, 4:] == 0.0)
+        assert np.all(np.asarray(step_weights)[2] == 0.0)
+
+
+@keras.saving.register_keras_serializable(package="test_custom_attention")
+class DrawingAttention(GMMAttention):
+    """GMM attention whose `step_weights` draws, by `draw`: "seed_generator",
+    "int_seed" or "dropout" (a Keras layer that draws); when `in_training_only`,
+    only with training=True. `drawing` switches the draw on and off."""
+
+    def __init__(self, draw="seed_generator", in_training_only=False, **kwargs):
+        super().__init__(**kwargs)
+        self.draw = draw
+        self.in_training_only = in_training_only
+        self.drawing = True
+        self.seed_generator = keras.random.SeedGenerator(1)
+        self.noise_dropout = keras.layers.Dropout(0.5, seed=2)
+
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        if self.drawing and (training or not self.in_training_only):
+            if self.draw == "seed_generator":
+                query = query + keras.random.normal(ops.shape(query), seed=self.seed_generator)
+            elif self.draw == "int_seed":
+                query = query + keras.random.normal(ops.shape(query), seed=3)
+            else:
+                query = self.noise_dropout(query, training=True)
+        return super().step_weights(query, processed_keys, state, value_mask, training, noise)
+
+
+DRAWS = ("seed_generator", "int_seed", "dropout")
+
+
+@pytest.mark.parametrize("draw", DRAWS)
+def test_a_random_draw_in_step_weights_is_an_error_when_the_layer_is_built(draw):
+    y, memory, memory_mask = decoder_inputs()
+    decoder = make_decoder("bahdanau", DrawingAttention(draw, num_mixtures=K))
+    with pytest.raises(RandomDrawInStepError, match=r"DrawingAttention\.step_weights.*step_noise"):
+        decoder(y, memory, memory_mask=memory_mask)
+
+
+@pytest.mark.parametrize("draw", DRAWS)
+def test_a_random_draw_in_step_weights_in_training_is_an_error_in_fit(draw):
+    attention = DrawingAttention(draw, in_training_only=True, num_mixtures=K)
+    model, _ = build_model("bahdanau", attention=attention, randomized=False)
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    inputs, target = copy_task(8)
+    with pytest.raises(RandomDrawInStepError, match=r"DrawingAttention\.step_weights.*step_noise"):
+        model.fit(inputs, target, batch_size=8, epochs=1, verbose=0)
+
+
+@pytest.mark.tensorflow
+def test_a_random_draw_in_step_weights_is_an_error_at_export(tmp_path):
+    from keras_attention.export import export_tflite
+
+    attention = DrawingAttention("seed_generator", num_mixtures=K)
+    attention.drawing = False  # built and run without a draw...
+    model, _ = build_model("bahdanau", attention=attention)
+    generator = Seq2SeqGenerator.from_model(model, start_id=START, end_id=2)
+    attention.drawing = True  # ...then exported with one
+    with pytest.raises(RandomDrawInStepError, match=r"DrawingAttention\.step_weights.*step_noise"):
+        export_tflite(generator, tmp_path / "drawing.tflite")
+
+
+@keras.saving.register_keras_serializable(package="test_custom_attention")
+class MisshapenGMMAttention(GMMAttention):
+    """GMM attention whose kernel has one row too many for the query."""
+
+    def build_score(self, query_dim, key_dim):
+        super().build_score(query_dim + 1, key_dim)
+
+
+def test_a_weight_of_the_wrong_shape_names_build_score_and_the_expected_size():
+    y, memory, memory_mask = decoder_inputs()
+    decoder = make_decoder("bahdanau", MisshapenGMMAttention(num_mixtures=K))
+    expected = (
+        rf"MisshapenGMMAttention\.build_score\(query_dim={UNITS}, key_dim={D_H}\).*"
+        rf"expects d_q={UNITS}.*kernel \({UNITS + 1}, {3 * K}\)"
+    )
+    with pytest.raises(ValueError, match=expected):
+        decoder(y, memory, memory_mask=memory_mask)

@@ -24,6 +24,8 @@ import keras
 from keras import ops
 
 from keras_attention import loops
+from keras_attention.attention.step_guard import RandomDrawInStepError
+from keras_attention.attention.step_guard import no_random_draws
 from keras_attention.masking import dims_compatible as _same
 from keras_attention.masking import shape_error as _arg_error
 from keras_attention.masking import shape_str
@@ -140,7 +142,45 @@ class BaseAttention(keras.layers.Layer):
         self.key_dim = int(key_shape[-1])
         self.value_dim = int(value_shape[-1])
         self.build_score(self.query_dim, self.key_dim)
+        self._check_built_weights()
         self.built = True
+
+    def _check_built_weights(self):
+        """One step on zeros, right after `build_score`: a weight of the wrong
+        shape is named here, with `build_score` and the sizes it was given,
+        instead of by a backend's matmul at the first step of a model."""
+        dtype = self.compute_dtype
+        query = ops.zeros((1, self.query_dim), dtype=dtype)  # (batch, d_q)
+        key = ops.zeros((1, 2, self.key_dim), dtype=dtype)  # (batch, T_v, d_k)
+        value = ops.zeros((1, 2, self.value_dim), dtype=dtype)  # (batch, T_v, d_v)
+        name = type(self).__name__
+        stage = "precompute_keys"
+        try:
+            processed_keys = self.precompute_keys(key)
+            stage = "step_weights"
+            self._probe_step(query, processed_keys, value)
+        except (RandomDrawInStepError, NotImplementedError):
+            raise
+        except Exception as error:
+            made = ", ".join(
+                f"{weight.path.split('/')[-1]} {shape_str(weight.shape)}" for weight in self.weights
+            )
+            reason = str(error).strip().splitlines()[0][:300] if str(error).strip() else ""
+            raise ValueError(
+                f"The weights that `{name}.build_score(query_dim={self.query_dim}, "
+                f"key_dim={self.key_dim})` made do not fit the layer's step: {name}.{stage} "
+                f"failed on zeros of query (batch, d_q)=(1, {self.query_dim}) and key "
+                f"(batch, T_v, d_k)=(1, 2, {self.key_dim}). A weight that multiplies the "
+                f"query expects d_q={self.query_dim} on the axis it contracts, one that "
+                f"multiplies the keys d_k={self.key_dim}. build_score made: {made or 'nothing'}. "
+                f"The error was {type(error).__name__}: {reason}"
+            ) from error
+
+    def _probe_step(self, query, processed_keys, value):
+        """What `_check_built_weights` runs: one `step_weights` on zeros."""
+        state = self.initial_attention_state(value, None)
+        with no_random_draws(f"{type(self).__name__}.step_weights"):
+            self.step_weights(query, processed_keys, state, None, False, None)
 
     def _check_build_shapes(self, query_shape, value_shape, key_shape):
         """A subclass's own conditions on the sizes (e.g. divisible by heads)."""
@@ -375,9 +415,23 @@ class BaseAttention(keras.layers.Layer):
             key: self._masked_state(ops.cast(attention_state[key], self.state_dtype), value_mask)
             for key in self.attention_state_keys
         }
-        returned = self.step_weights(query, processed_keys, state, value_mask, training, noise)
+        if noise is None and training:
+            # A step called alone in training (not by a decoder's loop, which
+            # draws every step's noise before it) draws its noise here, never
+            # inside step_weights.
+            noise = self.step_noise((1, ops.shape(value)[0], ops.shape(value)[1]), training)
+            noise = None if noise is None else noise[0]
+        with no_random_draws(f"{type(self).__name__}.step_weights"):
+            returned = self.step_weights(query, processed_keys, state, value_mask, training, noise)
         weights, new_state = self._check_step_weights(returned, state, value.shape)  # (B, T_v)
-        weights = ops.cast(weights, dtype)
+        # The base guarantees the contract's zero at masked keys, whatever the
+        # mechanism returned: a `where` that leaves a correct mechanism's
+        # weights as they were, bit for bit, and keeps a mechanism that forgot
+        # the mask from putting weight on padding. It does not renormalise (GMM
+        # and monotonic weights need not sum to 1): the weight such a mechanism
+        # gave the padding is lost, and `keras_attention.testing.check_attention`
+        # reports the breach by name.
+        weights = ops.cast(zero_masked(weights, value_mask), dtype)
         context = ops.einsum("bv,bvd->bd", weights, value)  # (B, d_v)
         if query_mask is not None:
             keep = ops.cast(query_mask, "bool")  # (B,)

@@ -136,8 +136,7 @@ class BaseMonotonicAttention(BaseAlignmentAttention):
         dtype = self.state_dtype
         energy = ops.cast(self._energy(query, processed_keys), dtype)  # (B, T_v)
         energy = energy + ops.cast(self.energy_bias, dtype)
-        if noise is None:
-            noise = self.step_noise(ops.shape(energy), training)
+        # `noise` is drawn before the step (`step_noise`): None outside training.
         if noise is not None and self.sigmoid_noise > 0.0:
             energy = energy + self.sigmoid_noise * ops.cast(noise, dtype)
         if self.mode == "hard":

@@ -13,6 +13,7 @@ from keras import ops
 
 from keras_attention.attention.base_attention import BaseAttention
 from keras_attention.attention.base_attention import refuse_abstract_base
+from keras_attention.attention.step_guard import no_random_draws
 from keras_attention.masking import masked_softmax
 from keras_attention.masking import shape_error as _arg_error
 from keras_attention.masking import shape_str
@@ -160,6 +161,11 @@ class ContentAttention(BaseAttention):
             # Several heads: (B, H, [T_q,] T_v) → the head average.
             weights = ops.mean(weights, axis=1)
         return context, weights, {}
+
+    def _probe_step(self, query, processed_keys, value):
+        # The step of a content-only layer is its score.
+        with no_random_draws(f"{type(self).__name__}._score"):
+            self._score(ops.expand_dims(query, 1), processed_keys)  # (B, H, 1, T_v)
 
     # ------------------------------------------------------------------ call
 
