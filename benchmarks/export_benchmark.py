@@ -11,7 +11,7 @@ weights, dynamic-range int8) and measures, in the same process:
   pure-Python tokenizer, the `translate` signature, its detokenizer;
 - greedy latency per sentence, batch 1, ids in and ids out, on ONE thread:
   TFLite with `num_threads=1`; Keras as a `tf.function` over
-  `Translator.greedy` with TensorFlow's intra- and inter-op pools at 1 thread.
+  `Translator.greedy_graph` with TensorFlow's intra- and inter-op pools at 1 thread.
   The paths are timed interleaved, sentence by sentence, over several rounds;
   the table gives the median and the mean per sentence and their ratios to
   Keras (target: TFLite median ≤ 0.5× Keras).
@@ -98,7 +98,9 @@ def lite_bleu(lite, sources, references, name):
 
 def latencies(translator, lites, source_ids, rounds):
     """Seconds per sentence for each path, timed interleaved."""
-    greedy = tf.function(translator.greedy, input_signature=[tf.TensorSpec([1, None], tf.int32)])
+    greedy = tf.function(
+        translator.greedy_graph, input_signature=[tf.TensorSpec([1, None], tf.int32)]
+    )
     runners = {KERAS: lambda ids: greedy(ids)["tokens"].numpy()}
     for name, lite in lites.items():
         runners[name] = lambda ids, lite=lite: lite.translate_ids(ids[0].tolist())

@@ -123,7 +123,9 @@ def keras_outputs(translator, sentences):
     The reference of the SavedModel, which decodes the same batch (same
     padding, same `max_length`).
     """
-    greedy = tf.function(translator.greedy, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    greedy = tf.function(
+        translator.greedy_graph, input_signature=[tf.TensorSpec([None, None], tf.int32)]
+    )
     result = greedy(translator.tokenize_source(sentences))
     end = translator.target_tokenizer.end_id
     tokens = [_before_end(row, end) for row in result["tokens"].numpy()]
@@ -133,7 +135,9 @@ def keras_outputs(translator, sentences):
 def _keras_one_by_one(translator, sentences):
     """Keras greedy search one sentence at a time, as the TFLite model runs:
     the default `max_length` (2 S + 10) depends on the source length."""
-    greedy = tf.function(translator.greedy, input_signature=[tf.TensorSpec([1, None], tf.int32)])
+    greedy = tf.function(
+        translator.greedy_graph, input_signature=[tf.TensorSpec([1, None], tf.int32)]
+    )
     end = translator.target_tokenizer.end_id
     return [
         _before_end(greedy(translator.tokenize_source([s]))["tokens"].numpy()[0], end)

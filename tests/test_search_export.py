@@ -35,7 +35,6 @@ from keras_attention.generation import seq2seq_generator
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.translation import lite
-from keras_attention.translation.translator import Translator
 
 pytestmark = pytest.mark.tensorflow
 
@@ -151,7 +150,6 @@ ENTRY_POINTS = {
     "BeamSettings": search_defaults.BeamSettings,
     "GeneratorModule": GeneratorModule.__init__,
     "LiteGenerator (export_tflite)": LiteGenerator.__init__,
-    "Translator.beam": Translator.beam,
 }
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
+from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.translation.tokenizer import postprocess
 
 # Source-length buckets (English words) of the BLEU-by-length plot.
@@ -89,11 +90,9 @@ def _search_function(translator, method, beam_width, length_penalty):
         )
     signature = [tf.TensorSpec((None, None), tf.int32)]
     if method == "greedy":
-        return tf.function(lambda ids: translator.greedy(ids), input_signature=signature)
-    return tf.function(
-        lambda ids: translator.beam(ids, beam_width=beam_width, length_penalty=length_penalty),
-        input_signature=signature,
-    )
+        return tf.function(lambda ids: translator.greedy_graph(ids), input_signature=signature)
+    settings = BeamSettings(beam_width, length_penalty)
+    return tf.function(lambda ids: translator.beam_graph(ids, settings), input_signature=signature)
 
 
 def _check_finite(scores, index):

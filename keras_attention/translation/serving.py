@@ -29,6 +29,7 @@ from keras_attention.export.backend import ExportModule
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BATCH
+from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.validation import check_positive_int
 
 SIGNATURES = ("serving_default", "beam")
@@ -111,19 +112,15 @@ class ServingTranslator(ExportModule):
         """(B,) English strings, B ≤ max_batch → dict: `translation` (B,)
         French strings, ..."""
         source_ids, truncated = self._source_ids(sentences)
-        result = self.translator.greedy(source_ids, max_length=self.max_length)
+        result = self.translator.greedy_graph(source_ids, max_length=self.max_length)
         return self._outputs(source_ids, truncated, result)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def beam(self, sentences):
         """`greedy` with beam search; adds `scores` (the ranking score)."""
         source_ids, truncated = self._source_ids(sentences)
-        result = self.translator.beam(
-            source_ids,
-            beam_width=self.beam_width,
-            length_penalty=self.length_penalty,
-            max_length=self.max_length,
-        )
+        settings = BeamSettings(self.beam_width, self.length_penalty)
+        result = self.translator.beam_graph(source_ids, settings, max_length=self.max_length)
         return self._outputs(source_ids, truncated, result)
 
 

@@ -12,9 +12,6 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention.decoders.base_decoder import BaseDecoder
-from keras_attention.generation.search_defaults import BEAM_WIDTH
-from keras_attention.generation.search_defaults import COVERAGE_PENALTY
-from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.generation.seq2seq_generator import Seq2SeqGenerator
@@ -80,12 +77,14 @@ class Translator(tf.Module):
     The search, the step and the encoder are those of a `Seq2SeqGenerator`
     derived from the model's graph (`self.generator`); this class adds the
     text. `step(tokens, state)` returns `(logits, attention_weights, state)`;
-    `encode(source_ids)` gives its first state. `greedy` and `beam` are traced
-    code, for a `tf.function` or an export.
+    `encode(source_ids)` gives its first state. `greedy_graph` and `beam_graph`
+    are traced code, for a `tf.function` or an export, and take and return
+    what `Seq2SeqGenerator.greedy_graph` and `.beam_graph` do (tensors; the
+    generator's `greedy` and `beam` take arrays and return NumPy).
 
     Source ids are checked before they are cast to int32 (`source_ids`):
     ids outside [0, source vocabulary) (2**32 + 5 is not 5) and float ids
-    are refused. `beam` refuses a beam wider than `MAX_BEAM_WIDTH` (64) or
+    are refused. `beam_graph` refuses a beam wider than `MAX_BEAM_WIDTH` (64) or
     the target vocabulary.
     """
 
@@ -180,8 +179,16 @@ class Translator(tf.Module):
 
     # ------------------------------------------------------------ search
 
-    def greedy(self, source_ids, max_length=None):
-        """Greedy decoding; returns the dict of `greedy_search`."""
+    def greedy_graph(self, source_ids, max_length=None):
+        """Greedy search as traced code, as `Seq2SeqGenerator.greedy_graph`.
+
+        Args:
+            source_ids: (B, S) token ids, checked by `source_ids`.
+            max_length: as in `Seq2SeqGenerator.greedy`.
+
+        Returns:
+            The dict of tensors of `search.greedy_search`.
+        """
         return self.generator.greedy_graph(self.source_ids(source_ids), max_length=max_length)
 
     def check_beam_width(self, beam_width):
@@ -189,21 +196,23 @@ class Translator(tf.Module):
         `MAX_BEAM_WIDTH` or the target vocabulary, whichever is smaller."""
         return check_beam_width(beam_width, self.target_tokenizer.vocab_size)
 
-    def beam(
-        self,
-        source_ids,
-        beam_width=BEAM_WIDTH,
-        length_penalty=LENGTH_PENALTY,
-        coverage_penalty=COVERAGE_PENALTY,
-        max_length=None,
-    ):
-        """Beam search; returns the dict of `beam_search`.
+    def beam_graph(self, source_ids, settings=None, max_length=None):
+        """Beam search as traced code, as `Seq2SeqGenerator.beam_graph`.
+
+        Args:
+            source_ids: (B, S) token ids, checked by `source_ids`.
+            settings: a `search_defaults.BeamSettings` (width and penalties);
+                None for the defaults.
+            max_length: as in `Seq2SeqGenerator.beam`.
+
+        Returns:
+            The dict of tensors of `search.beam_search`.
 
         Raises:
-            ValueError: `beam_width` is not in [1, bound] (`check_beam_width`).
+            ValueError: the beam width is not in [1, bound] (`check_beam_width`).
         """
-        beam_width = self.check_beam_width(beam_width)
-        settings = BeamSettings(beam_width, length_penalty, coverage_penalty)
+        settings = settings or BeamSettings()
+        self.check_beam_width(settings.beam_width)
         return self.generator.beam_graph(self.source_ids(source_ids), settings, max_length)
 
     # -------------------------------------------------------------- text
@@ -212,8 +221,8 @@ class Translator(tf.Module):
     def max_source_length(self):
         """The most source tokens (WordPiece pieces) one sentence may have,
         the generator's bound: `python -m keras_attention.translation translate` refuses a longer
-        sentence, the SavedModel and TFLite exports truncate it. `greedy` and
-        `beam` here are traced code and do not check: use `source_lengths`."""
+        sentence, the SavedModel and TFLite exports truncate it. `greedy_graph`
+        and `beam_graph` are traced code and do not check: use `source_lengths`."""
         return self.generator.max_source_length
 
     def tokenize_source(self, sentences):
