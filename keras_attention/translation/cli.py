@@ -21,6 +21,7 @@ variable KERAS_ATTENTION_MULTI30K_DIR, or a download into the Keras cache.
 """
 
 import argparse
+import contextlib
 import logging
 
 from keras_attention.generation.search_defaults import BEAM_WIDTH
@@ -35,6 +36,12 @@ from keras_attention.translation.model import DECODER_INITS
 from keras_attention.translation.training import PRESETS
 
 COMMANDS = ("train", "status", "evaluate", "translate", "explain", "average", "export")
+# Libraries whose INFO lines are for their own developers, shown with
+# --verbose: TensorFlow's SavedModel writer says "Assets written to:
+# .../assets" for each file (the TFLite converter's temporary folders too)
+# and "Function `greedy` contains input name(s) ... with unsupported
+# characters" (the search loop's captured tensors, renamed in the file).
+LIBRARY_LOGGERS = ("tensorflow", "absl")
 
 
 def _unit_interval(text):
@@ -186,6 +193,9 @@ def build_parser(prog=None):
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data-dir", help="folder with the Multi30k .gz files")
+    parser.add_argument(
+        "--verbose", action="store_true", help="also TensorFlow's INFO lines (export's files)"
+    )
     subparsers = parser.add_subparsers(dest="command", required=True)
     _add_train(subparsers)
     p = subparsers.add_parser("status", help="whether a run is new, unfinished or finished")
@@ -372,7 +382,39 @@ def main(argv=None, prog=None):
     its message."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     args = parse_args(argv, prog)
-    return args.func(args)
+    with library_logging(args.verbose):
+        return args.func(args)
+
+
+class _PrintedByItsOwnHandler(logging.Filter):
+    """Drops a library's record at the root when the library's logger has a
+    handler of its own, which printed it already (TensorFlow adds one)."""
+
+    def filter(self, record):
+        name = record.name.split(".")[0]
+        return not (name in LIBRARY_LOGGERS and logging.getLogger(name).handlers)
+
+
+@contextlib.contextmanager
+def library_logging(verbose=False):
+    """While a command runs: the libraries' INFO lines only when `verbose`
+    (their warnings always), and each line once; restored afterwards."""
+    loggers = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    once = _PrintedByItsOwnHandler()
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(once)
+    if not verbose:
+        for logger in loggers:
+            logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+        for handler in handlers:
+            handler.removeFilter(once)
 
 
 def console_main(argv=None, prog=None):
