@@ -9,11 +9,16 @@ What it shows: everything on the device side, with only the LiteRT interpreter
   (tensorflow-text's `FastWordpieceTokenizer`);
 - the `translate` signature (greedy search inside the model), or, with
   `--loop app`, the app's own greedy loop over `encode` and `decode_step`;
-- detokenization from `target_vocab.txt`.
+- detokenization from `target_vocab.txt`, then the command line's
+  `postprocess` (Moses' French rules through sacremoses, a capital).
 
-The output is the tokenizer's text: lowercased, with punctuation split off by
-spaces (`un homme fait du vélo .`); `--attention` adds, for each output piece,
-the source piece it attended to most.
+The output is the text the command line prints, `Un homme fait du vélo.`:
+`postprocess` is read from the installed package's file
+(keras_attention/translation/postprocess.py) without importing the package,
+so neither Keras nor TensorFlow is loaded. `--raw` prints the tokenizer's text
+instead (lowercased, punctuation split off: `un homme fait du vélo .`) and
+needs neither the package nor sacremoses. `--attention` adds, for each output
+piece, the source piece it attended to most.
 
 First export a trained run (see docs/export.md):
 
@@ -31,6 +36,7 @@ sentence for the default model. Prints one translation per input line.
 """
 
 import argparse
+import importlib.util
 import json
 import sys
 import unicodedata
@@ -286,6 +292,27 @@ class LiteTranslator:
         )
 
 
+def load_postprocess():
+    """The command line's `postprocess(text, lang, capitalize)`, one
+    implementation for both: loaded from the installed package's file, since
+    importing `keras_attention` would import Keras and TensorFlow."""
+    spec = importlib.util.find_spec("keras_attention")  # finds; does not import
+    path = None
+    if spec is not None and spec.submodule_search_locations:
+        folder = Path(next(iter(spec.submodule_search_locations)))
+        path = folder / "translation" / "postprocess.py"
+    if path is None or not path.is_file():
+        raise SystemExit(
+            "tflite_translate.py: the text needs keras_attention/translation/postprocess.py: "
+            "pip install keras-seq2seq-attention sacremoses (or pass --raw for the "
+            "tokenizer's text)"
+        )
+    module_spec = importlib.util.spec_from_file_location("translation_postprocess", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module.postprocess
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -302,6 +329,9 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         "--attention", action="store_true", help="show the most attended source piece"
+    )
+    parser.add_argument(
+        "--raw", action="store_true", help="the tokenizer's text, without postprocess"
     )
     return parser.parse_args(argv)
 
@@ -336,6 +366,7 @@ def read_inputs(arguments):
 def main(argv=None):
     args = parse_args(argv)
     translator = LiteTranslator(args.tflite_dir, args.variant, args.threads)
+    postprocess = None if args.raw else load_postprocess()
     inputs = read_inputs(args.sentences)
     sentences = [text for _, text in inputs]
     limit = translator.max_source_length
@@ -349,6 +380,8 @@ def main(argv=None):
     outputs = []
     for sentence in sentences:
         text, source, target, attention = translator.translate(sentence, args.loop == "app")
+        if postprocess is not None:
+            text = postprocess(text, "fr", capitalize=True)
         outputs.append(text)
         print(text)
         if args.attention:

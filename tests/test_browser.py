@@ -9,7 +9,7 @@ puppeteer-core (`tests/browser/drive.mjs`), types sentences into the page.
 The references are independent of the page's JavaScript: the source ids come
 from tensorflow-text (`SubwordTokenizer`), the output ids from Python LiteRT's
 `translate` / `translate_beam` on the same model file, the text from
-`SubwordTokenizer.detokenize`.
+`SubwordTokenizer.detokenize` and the command line's `postprocess`.
 
 Needs Debian's `chromium` (or the browser named by `KERAS_ATTENTION_CHROMIUM`),
 Node.js and `npm ci` (node_modules/). Without them the tests skip with the
@@ -32,6 +32,8 @@ from _browser import drive
 from _browser import python_litert
 from _browser import static_server
 from _data_paths import multi30k_dir
+
+from keras_attention.translation.postprocess import postprocess
 
 pytestmark = pytest.mark.tensorflow
 
@@ -172,7 +174,8 @@ def test_page_outputs_equal_python_litert(
         expected = _python_lite(site, variant, signature, ids, target.end_id)
         assert result["ids"] == expected, case["text"]
         text = target.detokenize(np.array([expected + [target.end_id]], np.int32))
-        assert result["output"] == text.numpy()[0].decode("utf-8")
+        # The page shows the command line's text (postprocess.js).
+        assert result["output"] == postprocess(text.numpy()[0], "fr", capitalize=True)
         assert result["ms"] > 0 and result["heatmap"][0] > 0
         # The signature call is part of the answer's time, not all of it.
         assert 0 < result["model_ms"] <= result["ms"]

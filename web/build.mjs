@@ -39,6 +39,7 @@ const PAGES = {
     "src/litert_model.js": "src/litert_model.js",
     "src/page.js": "src/page.js",
     "src/tokenizer.js": "src/tokenizer.js",
+    "src/postprocess.js": "src/postprocess.js",
     "src/translator.js": "src/translator.js",
     "src/heatmap.js": "src/heatmap.js",
   },

@@ -34,10 +34,8 @@ tokenizer does.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import re
 import unicodedata
 from collections.abc import Iterable
 from collections.abc import Sequence
@@ -47,6 +45,10 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_attention.translation.atomic import write_text
+
+# Re-exported: postprocess lives in a module without TensorFlow (the LiteRT app loads it).
+from keras_attention.translation.postprocess import _moses_detokenizer  # noqa: F401
+from keras_attention.translation.postprocess import postprocess  # noqa: F401
 from keras_attention.validation import check_positive_int
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
@@ -340,68 +342,3 @@ class SubwordTokenizer(tf.Module):
                 f"{folder / CONFIG_FILE} says {config['vocab_size']}."
             )
         return cls(vocab, lower_case=config["lower_case"])
-
-
-_WORD_CHAR = r"[^\W_]"  # A letter or a digit.
-# "base - ball" -> "base-ball": a hyphen between two word characters. In Multi30k
-# the spaced dash " - " is rare (6 of 3,100 French hyphens in train).
-_HYPHEN = re.compile(rf"(?<={_WORD_CHAR}) - (?={_WORD_CHAR})")
-# "12 , 5" -> "12,5", "1 . 5" -> "1.5".
-_DECIMAL = re.compile(r"(?<=\d) ([.,]) (?=\d)")
-# French elision and compounds: "l ' homme", "aujourd ' hui".
-_FR_APOSTROPHE = re.compile(rf"(?<={_WORD_CHAR}) (['’]) (?={_WORD_CHAR})")
-# English clitics: "woman ' s", "don ' t", "they ' re". Other apostrophes
-# ("dogs ' tails", quotes) are left to Moses' quote rules.
-_EN_APOSTROPHE = re.compile(rf"(?<={_WORD_CHAR}) (['’]) (?=(?:s|t|re|ve|ll|d|m)\b)", re.IGNORECASE)
-
-
-@functools.lru_cache(maxsize=8)
-def _moses_detokenizer(lang: str):
-    try:
-        from sacremoses import MosesDetokenizer
-    except ImportError as error:
-        raise ImportError(
-            "postprocess needs the `sacremoses` package. Install it with "
-            "`pip install keras-seq2seq-attention[examples]` (or `pip install sacremoses`)."
-        ) from error
-    return MosesDetokenizer(lang=lang)
-
-
-def postprocess(text: str | bytes, lang: str, capitalize: bool = False) -> str:
-    """Turns `detokenize` output back into ordinary text (for detokenized BLEU).
-
-    Rejoins what the punctuation split separated: hyphenated words and decimal
-    numbers, French elisions (`l ' homme` -> `l'homme`), English clitics
-    (`woman ' s` -> `woman's`), then lets sacremoses' Moses detokenizer attach
-    the remaining punctuation (`homme .` -> `homme.`, quotes, brackets; in
-    French it keeps the space before `: ; ! ?`).
-
-    Args:
-        text: str, or UTF-8 bytes as they come out of a string tensor.
-        lang: "en", "fr" or another Moses language code.
-        capitalize: bool, upper-case the first letter (for a lowercasing
-            tokenizer; Multi30k sentences start with a capital).
-
-    Returns:
-        str.
-
-    Raises:
-        ImportError: sacremoses is not installed (`examples` extra).
-    """
-    if isinstance(text, bytes):
-        text = text.decode("utf-8")
-    detokenizer = _moses_detokenizer(lang)
-    text = " ".join(text.split())
-    text = _HYPHEN.sub("-", text)
-    text = _DECIMAL.sub(r"\1", text)
-    if lang == "fr":
-        text = _FR_APOSTROPHE.sub(r"\1", text)
-    elif lang == "en":
-        text = _EN_APOSTROPHE.sub(r"\1", text)
-    text = detokenizer.detokenize(text.split(), unescape=False)
-    if capitalize:
-        for index, char in enumerate(text):
-            if char.isalpha():
-                text = text[:index] + char.upper() + text[index + 1 :]
-                break
-    return text

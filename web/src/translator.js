@@ -13,7 +13,7 @@
 //     variant: "int8", wasmUrl: new URL("./vendor/wasm/", location.href).href,
 //   });
 //   const result = await translator.translate("A man rides a bike.", { search: "beam" });
-//   result.text;       // "un homme fait du vélo ."
+//   result.text;       // "Un homme fait du vélo." (as the command line prints it)
 //   result.attention;  // output pieces × source pieces, rows of Float32Array
 
 import { loadAndCompile } from "@litertjs/core";
@@ -27,6 +27,7 @@ import {
   runSearch,
   signatureFor,
 } from "./litert_model.js";
+import { postprocess } from "./postprocess.js";
 import { WordpieceTokenizer } from "./tokenizer.js";
 
 export { InputError };
@@ -152,7 +153,8 @@ export class Translator {
     const { ids, unknown } = this.prepare(text);
     const result = await this.runIds(ids, search);
     return {
-      text: this.target.detokenize(result.ids),
+      // The command line's text: Moses' French rules and a capital (postprocess.js).
+      text: postprocess(this.target.detokenize(result.ids), { capitalize: true }),
       sourceIds: ids,
       sourcePieces: this.source.pieces(ids),
       outputIds: result.ids,
