@@ -10,7 +10,9 @@ literature does (WER: words whose phones match none of their references; PER:
 phone edit distance to the closest reference), and exports it to a SavedModel
 and builtin-only TFLite with the greedy and beam searches inside. It uses only
 the public API: the layers, `Seq2SeqGenerator.from_model` and
-`keras_attention.export`.
+`keras_attention.export`; it trains through `keras_attention.training`
+(atomic run files, a lock, a folder of the user's files refused, the options
+compared on resume, resume after a kill at any instant).
 
     python examples/g2p_cmudict.py train --data-dir ../shared/data/cmudict --run-dir runs/g2p
     python examples/g2p_cmudict.py evaluate --run-dir runs/g2p --plot docs/img/g2p_by_length.png
@@ -54,6 +56,12 @@ from keras_attention import SmoothedSparseCrossentropy  # noqa: E402
 from keras_attention.generation import beam_search  # noqa: E402
 from keras_attention.generation import greedy_search  # noqa: E402
 from keras_attention.generation.search_defaults import COVERAGE_PENALTY  # noqa: E402
+from keras_attention.training import DiskFullError  # noqa: E402
+from keras_attention.training import RunWriteError  # noqa: E402
+from keras_attention.training import TrainingRun  # noqa: E402
+from keras_attention.training import cosine_to_budget  # noqa: E402
+from keras_attention.training import run_folder  # noqa: E402
+from keras_attention.training.atomic import write_json  # noqa: E402
 
 # The files of ../shared/data/cmudict and their sha256 (see the README there).
 SHA256 = {
@@ -507,7 +515,8 @@ class TimeBudget(keras.callbacks.Callback):
     budget (`fit` itself stops at the last epoch), and within an epoch at the
     first batch that starts past the budget: an epoch slower than the one
     before it (a busy machine) cuts that epoch short instead of overrunning
-    the budget. The partial epoch is saved and counted like any other.
+    the budget. The partial epoch is saved and counted like any other. The
+    rate is the package's one cosine decay (`cosine_to_budget`).
     """
 
     def __init__(self, budget_s, peak, floor, state_path, warmup_steps=300, total_steps=None):
@@ -522,6 +531,13 @@ class TimeBudget(keras.callbacks.Callback):
         if os.path.exists(state_path):
             with open(state_path) as f:
                 self.state = json.load(f)
+
+    def keep_epochs(self, count):
+        """Forgets the epochs after the first `count`: those a killed run
+        recorded here but had not backed up (they run again)."""
+        kept = self.state["epochs"][:count]
+        if len(kept) < len(self.state["epochs"]):
+            self.state = {"seconds": sum(e["seconds"] for e in kept), "epochs": kept}
 
     def finished(self):
         """Whether an earlier run already spent the budget."""
@@ -541,8 +557,7 @@ class TimeBudget(keras.callbacks.Callback):
         fraction = elapsed_s / self.budget_s
         if self.total_steps:
             fraction = max(fraction, step / self.total_steps)
-        fraction = min(1.0, fraction)
-        rate = self.floor + 0.5 * (self.peak - self.floor) * (1 + math.cos(math.pi * fraction))
+        rate = cosine_to_budget(self.peak, self.floor, fraction)
         if step < self.warmup_steps:
             rate *= (step + 1) / self.warmup_steps
         return rate
@@ -572,8 +587,7 @@ class TimeBudget(keras.callbacks.Callback):
         if self._cut_at is not None:
             entry["batches"] = self._cut_at  # cut short by the budget
         self.state["epochs"].append(entry)
-        with open(self.state_path, "w") as f:
-            json.dump(self.state, f, indent=1)
+        write_json(self.state_path, self.state)  # atomically
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         print(
             f"\nepoch {epoch + 1}: {seconds:.0f} s, {self.state['seconds'] / 60:.1f} of "
@@ -619,9 +633,6 @@ def train(args):
     if args.quick:
         words = sorted(lexicon)[:: max(1, len(lexicon) // 300)][:300]
         lexicon = {w: lexicon[w] for w in words}
-    os.makedirs(args.run_dir, exist_ok=True)
-    config_path = os.path.join(args.run_dir, "config.json")
-    vocab_path = os.path.join(args.run_dir, "vocab.json")
     config = {
         "split": args.split,
         "train_file": train_name,
@@ -642,28 +653,31 @@ def train(args):
         "score_bias_init": args.score_bias_init,
         "quick": args.quick,
     }
-    if os.path.exists(config_path):  # resuming: the run keeps its recipe
-        with open(config_path) as f:
-            saved = json.load(f)
-        # Runs saved before the monotonic options existed used their defaults.
-        saved.setdefault("sigmoid_noise", 1.0)
-        saved.setdefault("score_bias_init", -1.0)
-        # Runs saved before label smoothing existed trained without it.
-        saved.setdefault("label_smoothing", 0.0)
-        if saved != config:
-            changed = sorted(k for k in config if saved.get(k) != config[k])
-            raise SystemExit(
-                f"{config_path} holds another recipe (differs in {', '.join(changed)}); "
-                "resume with the same options or choose another --run-dir"
-            )
-        with open(vocab_path) as f:
-            vocab = Vocabulary.from_json(json.load(f))
-    else:
-        vocab = full_vocab
-        with open(vocab_path, "w") as f:
-            json.dump(vocab.to_json(), f, indent=1)
-        with open(config_path, "w") as f:
-            json.dump(config, f, indent=1)
+    run = TrainingRun(
+        args.run_dir,
+        config,
+        files=RUN_FILES,
+        overwrite=args.overwrite,
+        option_defaults=OLDER_RECIPE,
+    )
+    status = run_folder.run_status(args.run_dir)  # a folder not ours: refused
+    if status.state == run_folder.FINISHED and not args.overwrite:
+        # The recipe is checked first: a finished run of another one is no answer.
+        run_folder.check_options(args.run_dir, config, defaults=OLDER_RECIPE)
+        print(f"{args.run_dir} has finished training; nothing to do")
+        return load_run(args.run_dir)[0]
+    with run:
+        vocab_path = os.path.join(args.run_dir, "vocab.json")
+        if os.path.exists(vocab_path):  # resuming: the run keeps its vocabulary
+            vocab = Vocabulary.from_json(run_folder.read_json(vocab_path))
+        else:
+            vocab = full_vocab
+            write_json(vocab_path, vocab.to_json())
+        return _train_in(run, args, lexicon, vocab, train_name)
+
+
+def _train_in(run, args, lexicon, vocab, train_name):
+    """The training of `train`, in its entered `TrainingRun`."""
     keras.utils.set_random_seed(args.seed)
     pairs = training_pairs(lexicon, vocab)
     print(
@@ -671,25 +685,29 @@ def train(args):
         f"{train_name}: {len(vocab.graphemes) - 1} graphemes, "
         f"{len(vocab.phones) - len(PHONE_SPECIALS)} phones, attention {args.attention}"
     )
-    model = build_model(
-        len(vocab.graphemes),
-        len(vocab.phones),
-        attention=args.attention,
-        embedding_dim=args.embedding_dim,
-        encoder_units=args.encoder_units,
-        encoder_layers=args.encoder_layers,
-        units=args.units,
-        dropout=args.dropout,
-        seed=args.seed,
-        sigmoid_noise=args.sigmoid_noise,
-        score_bias_init=args.score_bias_init,
-    )
-    model.compile(
-        optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=5.0),
-        # Mean over the real phones (padding, id 0, ignored), label-smoothed.
-        loss=SmoothedSparseCrossentropy(args.label_smoothing, ignore_class=0),
-        metrics=["accuracy"],
-    )
+
+    def compiled_model():
+        model = build_model(
+            len(vocab.graphemes),
+            len(vocab.phones),
+            attention=args.attention,
+            embedding_dim=args.embedding_dim,
+            encoder_units=args.encoder_units,
+            encoder_layers=args.encoder_layers,
+            units=args.units,
+            dropout=args.dropout,
+            seed=args.seed,
+            sigmoid_noise=args.sigmoid_noise,
+            score_bias_init=args.score_bias_init,
+        )
+        model.compile(
+            optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=5.0),
+            # Mean over the real phones (padding, id 0, ignored), label-smoothed.
+            loss=SmoothedSparseCrossentropy(args.label_smoothing, ignore_class=0),
+            metrics=["accuracy"],
+        )
+        return model
+
     steps_per_epoch = args.steps_per_epoch or math.ceil(len(pairs) / args.batch_size)
     budget = TimeBudget(
         args.max_minutes * 60,
@@ -699,28 +717,21 @@ def train(args):
         warmup_steps=10 if args.quick else 300,
         total_steps=args.epochs * steps_per_epoch,
     )
-    callbacks = [
-        keras.callbacks.CSVLogger(os.path.join(args.run_dir, "log.csv"), append=True),
-        # Model, optimizer and epoch are saved at every epoch end: after a
-        # kill, the same command continues from the last finished epoch.
-        keras.callbacks.BackupAndRestore(
-            os.path.join(args.run_dir, "backup"), delete_checkpoint=False
-        ),
-        budget,
-        keras.callbacks.ModelCheckpoint(os.path.join(args.run_dir, "model.keras")),
-    ]
-    if budget.finished() or len(budget.state["epochs"]) >= args.epochs:
-        print(f"{args.run_dir} has finished training; nothing to do")
-        return keras.saving.load_model(os.path.join(args.run_dir, "model.keras"))
+    budget.keep_epochs(run.initial_epoch)
     started = time.perf_counter()
     dataset = as_dataset(pairs, args.batch_size, args.seed)
     if args.steps_per_epoch:  # shorter "epochs": the budget is checked more often
         dataset = dataset.repeat()
-    model.fit(
+    # The run backs up every epoch (weights, optimizer, progress), keeps
+    # model.keras the last epoch's, resumes after a kill from the last
+    # finished epoch and writes finished.json last.
+    model = run.fit(
+        compiled_model,
         dataset,
         epochs=args.epochs,
         steps_per_epoch=args.steps_per_epoch,
-        callbacks=callbacks,
+        callbacks=[budget],
+        monitor=None,
         shuffle=False,  # the dataset reshuffles itself
         verbose=args.verbose,
     )
@@ -733,6 +744,13 @@ def train(args):
 
 
 # ---------------------------------------------------------------- run files
+
+
+# The example's own files in a run folder (`keras_attention.training` writes
+# the others: config.json, model.keras, history.csv, backup/, finished.json).
+RUN_FILES = ("vocab.json", "progress.json")
+# What a config.json of an older recipe, without these options, trained with.
+OLDER_RECIPE = {"sigmoid_noise": 1.0, "score_bias_init": -1.0, "label_smoothing": 0.0}
 
 
 def load_run(run_dir):
@@ -1031,6 +1049,11 @@ def parse_args(argv):
     p.add_argument("--data-dir", default=default_data, help="the CMUdict split's folder")
     p.add_argument("--run-dir", required=True, help="where the model and its files go")
     p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished run (only a run of this package: any other folder is refused)",
+    )
+    p.add_argument(
         "--split",
         choices=sorted(SPLITS),
         default="test",
@@ -1187,7 +1210,7 @@ def main(argv=None):
         if args.command == "pronounce":
             return pronounce(args)
         return export_run(args)
-    except (FileNotFoundError, ValueError) as error:
+    except (FileNotFoundError, ValueError, RunWriteError, DiskFullError) as error:
         if args.command == "train" or args.command == "evaluate":
             raise SystemExit(f"{args.command}: {error}") from None
         raise

@@ -193,6 +193,22 @@ def test_the_rate_follows_whichever_end_comes_first(g2p, tmp_path):
     np.testing.assert_allclose(timed.rate(999_999, 50.0), 0.55)
 
 
+def test_the_rate_is_the_packages_one_cosine_decay(g2p, tmp_path):
+    from keras_attention.training import CosineToBudget
+    from keras_attention.training import cosine_to_budget
+
+    budget = g2p.TimeBudget(
+        100.0, 3e-3, 1e-4, str(tmp_path / "progress.json"), warmup_steps=0, total_steps=400
+    )
+    epochs = CosineToBudget(3e-3, 4, final_fraction=1e-4 / 3e-3)
+    for step in (0, 37, 100, 250, 399, 400, 1000):
+        # The same function, the same bits: the example's figures stay as recorded.
+        assert budget.rate(step, 0.0) == cosine_to_budget(3e-3, 1e-4, step / 400)
+    for epoch in range(5):
+        assert epochs.rate(epoch) == cosine_to_budget(3e-3, 3e-3 * (1e-4 / 3e-3), epoch / 4)
+        np.testing.assert_allclose(epochs.rate(epoch), budget.rate(epoch * 100, 0.0), rtol=1e-12)
+
+
 def test_the_warm_up_scales_the_first_steps(g2p, tmp_path):
     budget = g2p.TimeBudget(
         100.0, 2.0, 0.2, str(tmp_path / "progress.json"), warmup_steps=10, total_steps=100
@@ -389,7 +405,7 @@ def test_resuming_a_finished_run_trains_no_more(g2p, run_dir, capsys):
 
 
 def test_resuming_with_another_recipe_is_refused(g2p, run_dir):
-    with pytest.raises(SystemExit, match="differs in dropout"):
+    with pytest.raises(SystemExit, match=r"other options: dropout 0\.5 \(the run has 0\.2\)"):
         g2p.main(
             ["train", "--quick", "--data-dir", str(DATA), "--run-dir", str(run_dir)]
             + ["--dropout", "0.5"]
@@ -403,7 +419,9 @@ def test_a_run_of_an_older_recipe_without_label_smoothing_resumes(g2p, run_dir, 
     assert config.pop("label_smoothing") == 0.1  # today's default
     (run / "config.json").write_text(json.dumps(config))  # as written before the option
     # Such a run trained without smoothing: it resumes with ε = 0, not the default.
-    with pytest.raises(SystemExit, match="differs in label_smoothing"):
+    with pytest.raises(
+        SystemExit, match=r"other options: label_smoothing 0\.1 \(the run has 0\.0\)"
+    ):
         g2p.main(["train", "--quick", "--data-dir", str(DATA), "--run-dir", str(run)])
     g2p.main(
         ["train", "--quick", "--data-dir", str(DATA), "--run-dir", str(run)]
@@ -471,7 +489,7 @@ def test_training_resumes_after_a_kill_from_the_last_epoch(g2p, tmp_path, monkey
     model = g2p.main(argv)
     progress = json.loads((run / "progress.json").read_text())
     assert [e["epoch"] for e in progress["epochs"]] == list(range(1, 13))
-    with open(run / "log.csv") as f:
+    with open(run / "history.csv") as f:
         logged = [int(row["epoch"]) for row in csv.DictReader(f)]
     assert logged == list(range(12))  # epochs 5 to 12 after the restart, none twice
     batches = 12 * -(-330 // 32)  # 12 epochs of the 330 quick pronunciations

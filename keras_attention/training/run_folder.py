@@ -420,17 +420,24 @@ def run_status(run_dir, legacy=None):
     )
 
 
-def check_options(run_dir, options, ignore=()):
+def check_options(run_dir, options, ignore=(), defaults=None):
     """Raises `RunOptionsError` unless `options` agree with the run's
     `config.json` on every key both hold (but those in `ignore`).
 
     Run before anything of the run is rewritten: a resumed run must train the
     model it started, on the data it started with.
+
+    Args:
+        run_dir: the run folder.
+        options: the options asked for.
+        ignore: keys that may differ.
+        defaults: `{key: value}` that a `config.json` lacking `key` stands
+            for (a run of a version before that option trained with it).
     """
     path = Path(run_dir) / CONFIG_FILE
     if not path.exists():
         return
-    saved = read_json(path)
+    saved = dict(defaults or {}, **read_json(path))
     # Through JSON, as config.json holds them: a tuple equals its list.
     options = json.loads(json.dumps(options))
     differences = {
@@ -497,7 +504,8 @@ class RunKeeper(keras.callbacks.Callback):
     Args:
         run_dir: the run folder.
         state: the state `restore` resumed from, or None for a new run.
-        monitor: the log the best model is chosen on (lower is better).
+        monitor: the log the best model is chosen on (lower is better);
+            None: `model.keras` is the last epoch's.
     """
 
     def __init__(self, run_dir, state=None, monitor="val_loss"):
@@ -511,15 +519,19 @@ class RunKeeper(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
-        if self.monitor not in logs:
+        if self.monitor is None:
+            improved = True  # model.keras is the last epoch's
+        elif self.monitor not in logs:
             raise KeyError(
                 f"RunKeeper: the logs have no {self.monitor!r} (keys: {sorted(logs)}); "
-                "fit with validation data, or monitor another value."
+                "fit with validation data, or monitor another value (None: the last epoch)."
             )
-        value = float(logs[self.monitor])
-        improved = not math.isnan(value) and (self.best is None or value < self.best)
+        else:
+            value = float(logs[self.monitor])
+            improved = not math.isnan(value) and (self.best is None or value < self.best)
         if improved:
-            self.best, self.best_epoch = value, epoch + 1
+            self.best = None if self.monitor is None else value
+            self.best_epoch = epoch + 1
         backup = self.run_dir / BACKUP_DIR
         backup.mkdir(parents=True, exist_ok=True)
         weights = f"epoch_{epoch + 1:03d}.weights.h5"

@@ -80,6 +80,9 @@ class TrainingRun:
         setup: a function returning a context manager entered while the
             model is built, compiled and restored: a `tf.distribute`
             strategy's `scope`, a mixed-precision policy. None: nothing.
+        option_defaults: `{key: value}` that a run's `config.json` lacking
+            `key` stands for when the options are compared (the value of an
+            option before it existed).
 
     Attributes:
         run_dir: the folder, a `Path`.
@@ -98,6 +101,7 @@ class TrainingRun:
         overwrite=False,
         legacy=None,
         setup=None,
+        option_defaults=None,
     ):
         self.run_dir = Path(run_dir)
         self.options = dict(options or {})
@@ -106,6 +110,7 @@ class TrainingRun:
         self.overwrite = overwrite
         self.legacy = legacy
         self.setup = setup
+        self.option_defaults = dict(option_defaults or {})
         self.state = None
         self.status = None
         self._lock = None
@@ -133,7 +138,12 @@ class TrainingRun:
                     "this one stays as it is, to be loaded, evaluated or exported."
                 )
             if status.state == UNFINISHED:
-                run_folder.check_options(self.run_dir, self.options, ignore=self.session_options)
+                run_folder.check_options(
+                    self.run_dir,
+                    self.options,
+                    ignore=self.session_options,
+                    defaults=self.option_defaults,
+                )
         except CorruptRunError as error:
             if not self.overwrite:
                 raise CorruptRunError(
@@ -240,7 +250,8 @@ class TrainingRun:
             validation_data: as `model.fit` takes it; the best model is
                 chosen on `monitor`, a validation value by default.
             callbacks: the client's callbacks, run before the run's own.
-            monitor: the log `model.keras` is chosen on (lower is better).
+            monitor: the log `model.keras` is chosen on (lower is better);
+                None: `model.keras` is the last epoch's.
             learning_rate: when given, the rate falls on a cosine from it over
                 the epochs or `max_minutes`, whichever ends first
                 (`CosineToBudget`).
@@ -316,7 +327,7 @@ class TrainingRun:
             {
                 "epochs": len(keeper.history),
                 "best_epoch": keeper.best_epoch,
-                "best_" + monitor: keeper.best,
+                **({"best_" + monitor: keeper.best} if monitor else {}),
             },
         )
         return model
