@@ -5,6 +5,7 @@ from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import COVERAGE_PENALTY
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import BeamSettings
+from keras_attention.precision import float32_generator
 
 
 class GeneratorModule(ExportModule):
@@ -14,6 +15,12 @@ class GeneratorModule(ExportModule):
     `ServingGenerator` and `LiteGenerator` take these arguments by keyword;
     the search defaults are those of `keras_attention.generation.search_defaults`,
     so an exported beam ranks its hypotheses as `Seq2SeqGenerator.beam` does.
+
+    A generator whose model computes in float16 or bfloat16 (trained under
+    `mixed_float16` or `mixed_bfloat16`) is exported through a float32 copy
+    with the same weights (`keras_attention.precision.float32_generator`):
+    `self.generator` is that copy, and the export computes in float32 as the
+    model's float32 twin does in Keras.
 
     Args:
         what: the export, for the errors ("TFLite export").
@@ -41,6 +48,9 @@ class GeneratorModule(ExportModule):
         coverage_penalty=COVERAGE_PENALTY,
     ):
         super().__init__(what, name=name)
+        # Here, once for every export: float16 ops are not TFLite builtins,
+        # and a phone computes in float32 anyway.
+        generator = float32_generator(generator)
         self.beam_settings = None
         if beam_width is not None or not self.beam_optional:
             settings = BeamSettings(beam_width, length_penalty, coverage_penalty)

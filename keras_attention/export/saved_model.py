@@ -33,6 +33,7 @@ class ServingGenerator(GeneratorModule):
 
     def __init__(self, generator, source_spec=None, max_batch=MAX_BATCH, **search):
         super().__init__("SavedModel export", "serving_generator", generator, **search)
+        generator = self.generator  # a float32 copy of a mixed-precision one
         check_positive_int("max_batch", max_batch)
         self.max_batch = int(max_batch)
         # Tracked here, so the SavedModel holds the weights.

@@ -147,7 +147,8 @@ class LiteGenerator(GeneratorModule):
         self.source_spec = source_signature(generator, source_spec, self.source_name, source_length)
         self.source_length = source_length
         self._trace(_search_functions(self))
-        check_captured_variables(self.concrete_functions(), [], generator)
+        check_captured_variables(self.concrete_functions(), [], self.generator)
+        check_float32(self.concrete_functions())
         outputs = self.decode_step.structured_outputs
         self.recurrent_names = sorted(set(outputs) - {"logits", "attention"})
 
@@ -344,6 +345,36 @@ def check_captured_variables(functions, allowed, generator):
             "list the variables it reads in a `variables` attribute (e.g. "
             "`encoder.variables = layer_a.variables + layer_b.variables`), or be a "
             f"Keras layer or model. Listed: {len(generator.variables())} variables."
+        )
+
+
+def check_float32(functions):
+    """Raises if traced functions compute in float16 or bfloat16: TFLite has no
+    builtin float16 `MatMul`, `AddV2`, `BatchMatMulV2` (its float16 models
+    store float16 weights and compute in float32), and the converter's own
+    error lists every such op of the graph. `float32_generator` copies a
+    `from_model` generator to float32 before this; one built with the
+    explicit constructor from reduced-precision layers gets here."""
+    reduced = {}
+    for function in functions:
+        graph = function.graph.as_graph_def()
+        nodes = list(graph.node)
+        for body in graph.library.function:
+            nodes += list(body.node_def)
+        for node in nodes:
+            for value in node.attr.values():
+                if value.type in (tf.float16.as_datatype_enum, tf.bfloat16.as_datatype_enum):
+                    reduced.setdefault(node.op, (node.name, tf.as_dtype(value.type).name))
+    if reduced:
+        examples = ", ".join(
+            f"{op} ({name}, {dtype})" for op, (name, dtype) in sorted(reduced.items())[:5]
+        )
+        raise ValueError(
+            f"The generator computes in reduced precision ({examples}, "
+            f"{len(reduced)} kinds of op), which builtin-only TFLite cannot run. "
+            "Build it with `Seq2SeqGenerator.from_model` (exported through a "
+            "float32 copy), or from float32 copies of its layers "
+            "(`keras_attention.precision.float32_copy(layer)`)."
         )
 
 
