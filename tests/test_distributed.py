@@ -1,5 +1,8 @@
-"""Training under `tf.distribute`: the same steps give the same losses on one
-device, on two mirrored replicas and on two workers.
+"""Training on several devices gives the same losses as one device: under
+`tf.distribute` (two mirrored replicas, two workers) on TensorFlow, and under
+`keras.distribution.DataParallel` on 2 and 4 JAX host devices, with the last
+batch, indivisible, padded by `keras_attention.distribution`
+(tests/_data_parallel_worker.py, at the end of this module).
 
 The distributed runs happen in fresh processes (tests/_distributed_worker.py):
 logical devices and the cluster must be set before TensorFlow initializes.
@@ -15,6 +18,7 @@ the summed gradient instead of each replica's by 2e-3.
 """
 
 import csv
+import importlib.util
 import json
 import os
 import socket
@@ -27,7 +31,10 @@ import numpy as np
 import pytest
 from _data_paths import multi30k_dir
 from _distributed_worker import CLIPNORM
+from ai_edge_litert.interpreter import Interpreter
 
+import keras_attention
+from keras_attention import distribution
 from keras_attention.translation import cli
 from keras_attention.translation import distribute
 from keras_attention.translation.translator import RUN_FILES
@@ -275,3 +282,185 @@ def test_script_trains_with_two_workers(tmp_path):
             histories.append([float(row["loss"]) for row in csv.DictReader(f)])
     assert len(histories[0]) == 1
     np.testing.assert_allclose(histories[0], histories[1], rtol=1e-6)
+
+
+# --------------------------------------- keras.distribution on JAX host devices
+
+DATA_PARALLEL_WORKER = Path(__file__).resolve().with_name("_data_parallel_worker.py")
+HOST_DEVICES = (2, 4)
+# Float32: JAX sums the per-device gradients where one device sums the batch
+# at once (measured: 1e-7 relative); a padding row that counted would move
+# the loss of the last step by about 1e-1.
+DATA_PARALLEL_RTOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def data_parallel_runs(tmp_path_factory):
+    """{device count: (result, folder)}, the two processes started at once."""
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip("jax is not installed")
+    package_root = str(Path(keras_attention.__file__).resolve().parents[1])
+    started = {}
+    for count in HOST_DEVICES:
+        folder = tmp_path_factory.mktemp(f"data_parallel_{count}")
+        env = dict(_environment(), KERAS_BACKEND="jax", PYTHONPATH=package_root)
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={count}"
+        command = [sys.executable, str(DATA_PARALLEL_WORKER), str(folder)]
+        process = subprocess.Popen(
+            command, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        started[count] = process, folder
+    deadline = time.monotonic() + TIMEOUT
+    results = _wait([process for process, _ in started.values()], deadline)
+    return {
+        count: (_result(*result), folder)
+        for (count, (_, folder)), result in zip(started.items(), results, strict=True)
+    }
+
+
+def _step_losses(result):
+    """Each step's loss from `fit`'s running means (steps weighted by their
+    rows: 8, 8, 8 and the padded last batch)."""
+    sizes = [8, 8, 8, result["padded_rows"] - 24]
+    means, losses, seen = result["data_parallel_running_means"], [], 0.0
+    for index, (mean, rows) in enumerate(zip(means, sizes, strict=True)):
+        before = means[index - 1] * seen if index else 0.0
+        losses.append((mean * (seen + rows) - before) / rows)
+        seen += rows
+    return losses
+
+
+@pytest.mark.parametrize("count", HOST_DEVICES)
+def test_data_parallel_losses_match_one_device_with_the_last_batch_padded(
+    data_parallel_runs, count
+):
+    result, _ = data_parallel_runs[count]
+    assert result["backend"] == "jax" and result["devices"] == count
+    assert result["padded_rows"] == {2: 30, 4: 32}[count]  # 29 rows padded
+    one = result["one_device_steps"]
+    assert np.all(np.diff(one) < 0), one  # the compared runs train
+    np.testing.assert_allclose(_step_losses(result), one, rtol=DATA_PARALLEL_RTOL)
+    assert result["weight_difference"] < DATA_PARALLEL_RTOL
+
+
+@pytest.mark.parametrize("count", HOST_DEVICES)
+def test_unpadded_indivisible_batch_stops_under_data_parallel(data_parallel_runs, count):
+    # What the padding is for: JAX refuses a batch of 5 rows on 2 or 4 devices.
+    assert data_parallel_runs[count][0]["unpadded_error"] == "IndivisibleError"
+
+
+@pytest.mark.parametrize("count", HOST_DEVICES)
+def test_padded_evaluation_equals_one_device(data_parallel_runs, count):
+    result, _ = data_parallel_runs[count]
+    np.testing.assert_allclose(
+        result["evaluate"], result["one_device_evaluate"], rtol=DATA_PARALLEL_RTOL
+    )
+
+
+@pytest.mark.parametrize("count", HOST_DEVICES)
+def test_padded_generation_equals_one_device(data_parallel_runs, count):
+    result, _ = data_parallel_runs[count]
+    assert result["greedy_equal"] and result["beam_equal"]
+    assert result["distinct_tokens"] > 3  # not one token everywhere
+
+
+def test_data_parallel_names_the_devices_there_are(data_parallel_runs):
+    message = data_parallel_runs[4][0]["too_many_devices"]
+    assert "Expected a count from 1 to 4" in message
+    assert "xla_force_host_platform_device_count" in message
+    assert "Received: devices=5" in message
+
+
+def test_model_trained_on_two_devices_exports_to_tflite_on_tensorflow(data_parallel_runs):
+    import keras
+
+    from keras_attention import Seq2SeqGenerator
+    from keras_attention.export import export_tflite
+    from keras_attention.export import non_builtin_operators
+
+    assert keras.backend.backend() == "tensorflow"
+    _, folder = data_parallel_runs[2]
+    model = keras.saving.load_model(folder / "model.keras")
+    generator = Seq2SeqGenerator.from_model(model, 1, 23)
+    sources = np.load(folder / "sources.npy")
+    on_jax = np.load(folder / "greedy.npy")
+    on_tensorflow = generator.greedy(sources, max_length=6)["tokens"]
+    np.testing.assert_array_equal(on_tensorflow, on_jax)
+    path = folder / "model.tflite"
+    export_tflite(generator, path, max_length=6)
+    assert non_builtin_operators(path) == {}
+    run = Interpreter(model_path=str(path)).get_signature_runner("generate")
+    for row, source in enumerate(sources):
+        one = source[: max(int(np.max(np.nonzero(source))) + 1, 1)][None]
+        np.testing.assert_array_equal(run(source=one)["tokens"][0], on_jax[row])
+
+
+def test_data_parallel_on_tensorflow_points_to_tf_distribute():
+    import keras
+
+    assert keras.backend.backend() == "tensorflow"
+    with pytest.raises(distribution.DistributionError, match=r"tf\.distribute.*mirrored"):
+        distribution.data_parallel()
+
+
+# ------------------------------------------ padding helpers, no devices needed
+
+
+def test_pad_arrays_appends_zero_rows_of_zero_weight():
+    source = np.arange(1, 1 + 5 * 3).reshape(5, 3).astype("int32")
+    target = np.arange(1, 1 + 5 * 2).reshape(5, 2).astype("int32")
+    x, y, weight = distribution.pad_arrays([source, source], target, multiple=4, batch_size=8)
+    assert [a.shape for a in x] == [(8, 3), (8, 3)] and y.shape == (8, 2)
+    np.testing.assert_array_equal(x[0][:5], source)
+    np.testing.assert_array_equal(y[:5], target)
+    assert not x[0][5:].any() and not y[5:].any()
+    np.testing.assert_array_equal(weight, np.repeat([1, 1, 1, 1, 1, 0, 0, 0], 2).reshape(8, 2))
+
+
+def test_pad_arrays_keeps_given_weights_per_row():
+    target = np.ones((3, 4), "int32")
+    _, _, weight = distribution.pad_arrays(target, target, np.array([0.5, 2.0, 1.0]), multiple=2)
+    np.testing.assert_array_equal(weight[:, 0], [0.5, 2.0, 1.0, 0.0])
+    assert weight.shape == (4, 4)
+
+
+def test_pad_arrays_refuses_a_batch_size_that_does_not_split():
+    target = np.ones((3, 4), "int32")
+    with pytest.raises(distribution.DistributionError, match=r"batch_size=6"):
+        distribution.pad_arrays(target, target, multiple=4, batch_size=6)
+
+
+def test_pad_arrays_refuses_inputs_of_different_rows():
+    with pytest.raises(
+        distribution.DistributionError, match=r"`x\[1\]` has 2 rows where `y` has 3"
+    ):
+        distribution.pad_arrays([np.ones((3, 2)), np.ones((2, 2))], np.ones(3), multiple=2)
+
+
+def test_pad_rows_and_unpad_round_trip():
+    array = np.arange(10).reshape(5, 2)
+    padded, rows = distribution.pad_rows(array, 4)
+    assert padded.shape == (8, 2) and rows == 5 and not padded[5:].any()
+    result = distribution.unpad({"tokens": padded, "lengths": np.arange(8)}, rows)
+    np.testing.assert_array_equal(result["tokens"], array)
+    assert result["lengths"].tolist() == [0, 1, 2, 3, 4]
+
+
+def test_pad_dataset_pads_only_the_last_batch():
+    import tensorflow as tf
+
+    x = np.arange(1, 11).reshape(5, 2).astype("int32")
+    dataset = tf.data.Dataset.from_tensor_slices(((x, x), x)).batch(2)  # 2, 2, 1 rows
+    batches = list(distribution.pad_dataset(dataset, multiple=2).as_numpy_iterator())
+    assert [b[1].shape[0] for b in batches] == [2, 2, 2]
+    (last_x, _), last_y, last_weight = batches[-1]
+    np.testing.assert_array_equal(last_y, [[9, 10], [0, 0]])
+    np.testing.assert_array_equal(last_x, [[9, 10], [0, 0]])
+    np.testing.assert_array_equal(last_weight, [[1, 1], [0, 0]])
+    np.testing.assert_array_equal(batches[0][2], np.ones((2, 2)))
+
+
+@pytest.mark.parametrize("multiple", [0, -2, 1.5, True, None])
+def test_padding_refuses_a_bad_multiple(multiple):
+    with pytest.raises(distribution.DistributionError, match="multiple"):
+        distribution.pad_rows(np.ones((3, 2)), multiple)
