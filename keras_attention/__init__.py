@@ -46,7 +46,7 @@ __version__ = "0.1.0"
 def __getattr__(name):
     # `keras_attention.export` needs TensorFlow: imported on first use, so that
     # importing the layers does not import it.
-    if name in ("export", "generation"):
+    if name in ("export", "generation", "testing"):
         import importlib
 
         return importlib.import_module(f"keras_attention.{name}")

@@ -179,6 +179,8 @@ class BaseAttention(keras.layers.Layer):
     def _probe_step(self, query, processed_keys, value):
         """What `_check_built_weights` runs: one `step_weights` on zeros."""
         state = self.initial_attention_state(value, None)
+        if not isinstance(state, dict) or set(state) != set(self.attention_state_keys):
+            return  # not build_score's doing: the step's own checks name it
         with no_random_draws(f"{type(self).__name__}.step_weights"):
             self.step_weights(query, processed_keys, state, None, False, None)
 

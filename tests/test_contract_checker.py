@@ -1,0 +1,262 @@
+"""`keras_attention.testing.check_attention`: every shipped mechanism keeps every
+promise, and a mechanism that breaks one is named with the method and the promise."""
+
+import keras
+import pytest
+from keras import ops
+
+from keras_attention import BahdanauAttention
+from keras_attention import BahdanauMonotonicAttention
+from keras_attention import GMMAttention
+from keras_attention import LocationSensitiveAttention
+from keras_attention import LuongAttention
+from keras_attention import LuongMonotonicAttention
+from keras_attention import masked_softmax
+from keras_attention.testing import PROMISES
+from keras_attention.testing import AttentionContractError
+from keras_attention.testing import check_attention
+
+SHIPPED = {
+    "bahdanau": lambda: BahdanauAttention(4),
+    "bahdanau_normalized_2_heads": lambda: BahdanauAttention(4, num_heads=2, normalize=True),
+    "luong_dot": lambda: LuongAttention("dot"),
+    "luong_general_scaled": lambda: LuongAttention("general", use_scale=True),
+    "luong_concat": lambda: LuongAttention("concat", units=4),
+    "location_sensitive": lambda: LocationSensitiveAttention(4, filters=2, kernel_size=3),
+    "location_last_alignment": lambda: LocationSensitiveAttention(
+        4, filters=2, kernel_size=3, cumulative=False
+    ),
+    "bahdanau_monotonic_noisy": lambda: BahdanauMonotonicAttention(
+        4, sigmoid_noise=1.0, seed=1, normalize=True
+    ),
+    "bahdanau_monotonic_recursive": lambda: BahdanauMonotonicAttention(4, mode="recursive"),
+    "luong_monotonic_hard": lambda: LuongMonotonicAttention(mode="hard", scale=True),
+    "gmm": lambda: GMMAttention(2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_every_shipped_mechanism_keeps_every_promise(name):
+    report = check_attention(SHIPPED[name], tflite=False, decoders=("bahdanau",))
+    assert list(report) == list(PROMISES)
+    assert report["builtin-only TFLite"] == "skipped: tflite=False"
+    assert all(report[p] == "passed" for p in PROMISES[:-1]), report
+
+
+# One mechanism per promise, each breaking it and nothing before it in PROMISES.
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class DotAttention(GMMAttention):
+    """A well-behaved mechanism to break: a dot score with a masked softmax, no state."""
+
+    attention_state_keys = ()
+
+    def build_score(self, query_dim, key_dim):
+        self.kernel = self.add_weight(name="kernel", shape=(query_dim, key_dim))
+
+    def initial_attention_state(self, memory, value_mask=None):
+        return {}
+
+    def attention_state_shapes(self, value_shape):
+        return {}
+
+    def scores(self, query, processed_keys):
+        projected = ops.matmul(query, ops.cast(self.kernel, query.dtype))  # (B, d_k)
+        return ops.einsum("bd,bvd->bv", projected, processed_keys)  # (B, T_v)
+
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        return masked_softmax(self.scores(query, processed_keys), value_mask), {}
+
+
+def test_the_well_behaved_base_of_the_broken_ones_passes():
+    report = check_attention(lambda: DotAttention(), tflite=False, decoders=("bahdanau",))
+    assert all(report[p] == "passed" for p in PROMISES[:-1]), report
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class Misshapen(DotAttention):
+    def build_score(self, query_dim, key_dim):
+        self.kernel = self.add_weight(name="kernel", shape=(query_dim + 1, key_dim))
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class ForgetsConfig(GMMAttention):
+    def get_config(self):
+        config = super().get_config()
+        config.pop("num_mixtures")
+        return config
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class WrongStateKeys(GMMAttention):
+    def initial_attention_state(self, memory, value_mask=None):
+        return {"centre": super().initial_attention_state(memory, value_mask)["position"]}
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class WrongWeightsShape(DotAttention):
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        weights, state = super().step_weights(
+            query, processed_keys, state, value_mask, training, noise
+        )
+        return weights[:, None, :], state  # (B, 1, T_v)
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class ForgetsTheMask(DotAttention):
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        return ops.softmax(self.scores(query, processed_keys), axis=-1), {}
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class NaNOnAFullyMaskedRow(DotAttention):
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        scores = self.scores(query, processed_keys)
+        if value_mask is not None:  # -inf everywhere in a fully masked row: NaN
+            scores = ops.where(value_mask, scores, float("-inf"))
+        return ops.softmax(scores, axis=-1), {}
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class DrawsInTraining(DotAttention):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.seed_generator = keras.random.SeedGenerator(0)
+
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        if training:
+            query = query + keras.random.normal(ops.shape(query), seed=self.seed_generator)
+        return super().step_weights(query, processed_keys, state, value_mask, training, noise)
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class IgnoresPaddedSteps(GMMAttention):
+    def attend_step(self, query, value, processed_keys, attention_state, **kwargs):
+        kwargs.pop("query_mask", None)
+        return super().attend_step(query, value, processed_keys, attention_state, **kwargs)
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class SequenceFromTheStart(GMMAttention):
+    """Its own sequence path starts every query from the initial state."""
+
+    def attend_sequence(self, query, value, processed_keys, **kwargs):
+        kwargs.pop("attention_state", None)
+        steps = [
+            super(SequenceFromTheStart, self).attend_sequence(
+                query[:, t : t + 1], value, processed_keys, **kwargs
+            )
+            for t in range(query.shape[1])
+        ]
+        context = ops.concatenate([s[0] for s in steps], axis=1)
+        weights = ops.concatenate([s[1] for s in steps], axis=1)
+        return context, weights, steps[-1][2]
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class HalfOverflows(DotAttention):
+    """A softmax without the max subtracted, in the compute dtype: inf in float16."""
+
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        scores = 8.0 + 0.1 * self.scores(query, processed_keys)  # exp(8) · (weights ~3)
+        e = ops.exp(3.0 * scores)  # above 65504 in float16
+        e = ops.where(value_mask, e, ops.zeros_like(e)) if value_mask is not None else e
+        total = ops.sum(e, axis=-1, keepdims=True)
+        return e / ops.maximum(total, ops.cast(1e-6, e.dtype)), {}
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class MixesTheBatch(GMMAttention):
+    """Its windows move by the batch's mean step: rows do not belong to their own sequence."""
+
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        weights, new_state = super().step_weights(
+            query, processed_keys, state, value_mask, training, noise
+        )
+        position = new_state["position"]
+        step = position - state["position"]
+        mixed = state["position"] + ops.mean(step, axis=0, keepdims=True)
+        return weights, {"position": mixed}
+
+
+BROKEN = {
+    "builds": (lambda: Misshapen(), "Misshapen.build_score"),
+    "get_config round trip": (lambda: ForgetsConfig(num_mixtures=2), "ForgetsConfig.get_config"),
+    "state keys": (
+        lambda: WrongStateKeys(num_mixtures=2),
+        "WrongStateKeys.initial_attention_state",
+    ),
+    "shapes and dtypes": (lambda: WrongWeightsShape(), "WrongWeightsShape.step_weights"),
+    "zero weight at masked keys": (lambda: ForgetsTheMask(), "ForgetsTheMask.step_weights"),
+    "zero weight at masked keys (a fully masked row)": (
+        lambda: NaNOnAFullyMaskedRow(),
+        "NaNOnAFullyMaskedRow.step_weights",
+    ),
+    "no random draw inside a step": (lambda: DrawsInTraining(), "DrawsInTraining.step_weights"),
+    "padded target steps": (
+        lambda: IgnoresPaddedSteps(num_mixtures=2),
+        "IgnoresPaddedSteps.attend_sequence",
+    ),
+    "sequence call equals step-by-step decoding": (
+        lambda: SequenceFromTheStart(num_mixtures=2),
+        "SequenceFromTheStart.attend_sequence",
+    ),
+    "mixed precision": (lambda: HalfOverflows(), "HalfOverflows.step_weights"),
+    "greedy and beam inside a decoder": (
+        lambda: MixesTheBatch(num_mixtures=2),
+        "MixesTheBatch.step_weights (in BahdanauDecoder)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_a_broken_promise_is_named_with_its_method(case):
+    factory, method = BROKEN[case]
+    promise = case.split(" (")[0]
+    with pytest.raises(AttentionContractError) as caught:
+        check_attention(factory, tflite=False, decoders=("bahdanau",))
+    assert caught.value.promise == promise
+    assert caught.value.method == method
+    assert str(caught.value).startswith(f"{method} breaks the promise '{promise}'")
+
+
+def test_a_fully_masked_row_is_reported_as_such():
+    with pytest.raises(AttentionContractError, match="NaN weights.*fully masked"):
+        check_attention(NaNOnAFullyMaskedRow, tflite=False, decoders=("bahdanau",))
+
+
+def test_something_else_than_an_attention_layer_is_refused():
+    with pytest.raises(TypeError, match="`mechanism`.*BaseAttention"):
+        check_attention(lambda: keras.layers.Dense(3))
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class NeedsFlex(DotAttention):
+    """A cumulative product: no builtin TFLite operator."""
+
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        weights, state = super().step_weights(
+            query, processed_keys, state, value_mask, training, noise
+        )
+        return ops.cumprod(1.0 - 0.5 * weights, axis=-1) * weights, state
+
+
+@pytest.mark.tensorflow
+def test_tflite_promise_passes_for_gmm_and_names_a_non_builtin_operator():
+    report = check_attention(lambda: GMMAttention(2), decoders=())
+    assert report["builtin-only TFLite"] == "passed"
+    with pytest.raises(AttentionContractError, match="builtin-only TFLite.*Cumprod") as caught:
+        check_attention(NeedsFlex, decoders=())
+    assert caught.value.method == "NeedsFlex.step_weights (exported)"
+
+
+def test_the_tflite_promise_is_skipped_with_its_reason_off_tensorflow():
+    if keras.backend.backend() == "tensorflow":
+        report = check_attention(lambda: GMMAttention(2), tflite=False, decoders=())
+        assert report["builtin-only TFLite"] == "skipped: tflite=False"
+        return
+    report = check_attention(lambda: GMMAttention(2), decoders=())
+    assert report["builtin-only TFLite"].startswith("skipped: the export runs on the TensorFlow")
+    with pytest.raises(ValueError, match="`tflite`"):
+        check_attention(lambda: GMMAttention(2), tflite=True)
