@@ -40,7 +40,9 @@ def _import_the_installed_package():
     finally:
         sys.path[:0] = repository
     location = Path(keras_attention.__file__).resolve()
-    if ROOT in location.parents:
+    # The source folder, or an editable install's path to it; a virtual
+    # environment inside the repository (README's .venv) is not the source.
+    if location.parent == ROOT / "keras_attention":
         raise RuntimeError(
             f"{INSTALLED_ENV}=1 but keras_attention was imported from the repository "
             f"({location}), not from an installed wheel: install it with "
