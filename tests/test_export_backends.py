@@ -119,3 +119,101 @@ def test_export_command_on_jax_backend_says_so_in_one_line(jax_errors):
     _, _, code, stderr = jax_errors
     assert code == 2
     assert f"error: {MESSAGE.format(what='The export of a run')}" in stderr
+
+
+# ------------------------- trained on JAX or PyTorch, exported from its file
+
+TRAIN = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+
+    import keras
+    import numpy as np
+
+    from keras_attention import BahdanauAttention
+    from keras_attention import BahdanauDecoder
+    from keras_attention import Seq2SeqGenerator
+
+    out = Path(sys.argv[1])
+    vocab = 20
+    source = keras.Input((None,), dtype="int32")
+    target = keras.Input((None,), dtype="int32")
+    x = keras.layers.Embedding(vocab, 8, mask_zero=True)(source)
+    memory = keras.layers.Bidirectional(keras.layers.GRU(8, return_sequences=True))(x)
+    y = keras.layers.Embedding(vocab, 8, mask_zero=True)(target)
+    outputs, _, _ = BahdanauDecoder(16, BahdanauAttention(8))(y, memory)
+    model = keras.Model([source, target], keras.layers.Dense(vocab)(outputs))
+    rng = np.random.default_rng(0)
+    model.set_weights([rng.uniform(-0.8, 0.8, w.shape).astype("float32") for w in model.weights])
+    ids = rng.integers(3, vocab, size=(16, 6)).astype("int32")
+    ids[::3, 4:] = 0
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, ignore_class=0))
+    model.fit([ids, ids[:, :5]], ids[:, 1:], epochs=2, batch_size=8, verbose=0)
+    model.save(out / "model.keras")
+    generator = Seq2SeqGenerator.from_model(model, 1, vocab - 1)
+    greedy = [generator.greedy(ids[i : i + 1, : 4 if i % 3 == 0 else 6], max_length=6)["tokens"]
+              for i in range(len(ids))]
+    beam = [generator.beam(ids[i : i + 1, : 4 if i % 3 == 0 else 6], beam_width=2, max_length=6)
+            ["tokens"] for i in range(len(ids))]
+    np.savez(out / "tokens.npz", ids=ids, greedy=np.concatenate(greedy), beam=np.concatenate(beam))
+    print(keras.backend.backend())
+    """
+)
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_model_trained_on_another_backend_exports_with_one_command(backend, tmp_path):
+    """Trained and saved on `backend`; `python -m keras_attention.export`,
+    started there too, exports on TensorFlow; the TFLite tokens are the
+    training backend's Keras tokens."""
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    from keras_attention.export import non_builtin_operators
+
+    if importlib.util.find_spec(backend) is None:
+        pytest.skip(f"{backend} is not installed")
+    package_root = str(Path(keras_attention.__file__).resolve().parents[1])
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=package_root)
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    trained = subprocess.run(
+        [sys.executable, "-c", TRAIN, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert trained.returncode == 0, trained.stderr[-4000:]
+    assert trained.stdout.split()[-1] == backend
+    command = [sys.executable, "-m", "keras_attention.export", str(tmp_path / "model.keras")]
+    command += [str(tmp_path / "out"), "--start-id", "1", "--end-id", "19", "--beam-width", "2"]
+    command += ["--max-length", "6"]
+    exported = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert exported.returncode == 0, exported.stderr[-4000:]
+    path = tmp_path / "out" / "model.tflite"
+    assert non_builtin_operators(path) == {}
+    manifest = json.loads(path.with_suffix(".json").read_text())
+    assert (manifest["start_id"], manifest["end_id"]) == (1, 19)
+    expected = np.load(tmp_path / "tokens.npz")
+    assert len(set(expected["greedy"].ravel().tolist())) > 3  # not one token everywhere
+    interpreter = Interpreter(model_path=str(path))
+    for signature, search in (("generate", "greedy"), ("generate_beam", "beam")):
+        run = interpreter.get_signature_runner(signature)
+        for i, ids in enumerate(expected["ids"]):
+            source = ids[None, : 4 if i % 3 == 0 else 6]
+            np.testing.assert_array_equal(run(source=source)["tokens"][0], expected[search][i])
+
+
+def test_export_command_says_what_is_wrong_in_one_line(tmp_path):
+    command = [sys.executable, "-m", "keras_attention.export", str(tmp_path / "none.keras")]
+    command += [str(tmp_path / "out"), "--start-id", "1", "--end-id", "2"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    missing = str(tmp_path / "none.keras")
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"python -m keras_attention.export: error: No model file at {missing!r}."
+    )
+    assert not (tmp_path / "out").exists()
