@@ -1,6 +1,9 @@
 """English to French on Multi30k with attention: train, evaluate, translate, explain, export.
 
-    python -m keras_attention.translation [--data-dir DIR] COMMAND [options]
+    keras-attention-translate [--data-dir DIR] [--verbose] COMMAND [options]
+    python -m keras_attention.translation ...   (the same)
+
+--verbose also shows TensorFlow's INFO lines (the SavedModel writer's).
 
 Commands (each has --help):
 
