@@ -56,6 +56,7 @@ from keras_attention import SmoothedSparseCrossentropy  # noqa: E402
 from keras_attention.generation import beam_search  # noqa: E402
 from keras_attention.generation import greedy_search  # noqa: E402
 from keras_attention.generation.search_defaults import COVERAGE_PENALTY  # noqa: E402
+from keras_attention.line_reader import LineReader  # noqa: E402
 from keras_attention.training import DiskFullError  # noqa: E402
 from keras_attention.training import RunWriteError  # noqa: E402
 from keras_attention.training import TrainingRun  # noqa: E402
@@ -923,16 +924,21 @@ def alignment_title(config, args, models=1):
 
 
 def read_words(words, stream):
-    """[(where, word)]: the arguments, or one word per line of `stream`."""
+    """[(where, word)]: the arguments, or one word per line of `stream`
+    (`LineReader`: a line ends at a line feed only; ValueError naming the
+    line for bytes that are not UTF-8)."""
     if words:
         return [(f"argument {i}", w) for i, w in enumerate(words, start=1)]
-    return [(f"line {i}", line.strip()) for i, line in enumerate(stream, start=1)]
+    return [(f"line {i}", line.strip()) for i, line in LineReader(stream)]
 
 
 def pronounce(args, stream=None, out=None):
     stream = sys.stdin if stream is None else stream
     out = sys.stdout if out is None else out
-    entries = read_words(args.words, stream)
+    try:
+        entries = read_words(args.words, stream)
+    except ValueError as error:
+        raise SystemExit(f"pronounce: {error}") from None
     model, vocab, _ = load_run(args.run_dir)
     # Every word is checked before any is pronounced: no half-printed output.
     for where, word in entries:

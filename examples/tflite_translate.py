@@ -351,7 +351,13 @@ def read_inputs(arguments):
                 ) from None
         return inputs
     inputs = []
-    for number, line in enumerate(sys.stdin.buffer.read().splitlines(), 1):
+    # Lines end at b"\n" only, as `wc -l` counts them: bytes.splitlines would
+    # also split at a lone \r and put every later output beside the wrong input.
+    lines = sys.stdin.buffer.read().split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    for number, line in enumerate(lines, 1):
+        line = line.removesuffix(b"\r")  # CRLF
         try:
             inputs.append((f"line {number} of standard input", line.decode("utf-8")))
         except UnicodeDecodeError as error:

@@ -18,8 +18,11 @@ functions of `ServingTranslator`, called here without the save and load (about
 
 import io
 import json
+import os
 import string
 import sys
+import threading
+import tracemalloc
 
 import keras
 import numpy as np
@@ -33,6 +36,7 @@ from keras_attention.generation.seq2seq_generator import DEFAULT_MAX_SOURCE_LENG
 from keras_attention.translation import SubwordTokenizer
 from keras_attention.translation import cli
 from keras_attention.translation import commands
+from keras_attention.translation import evaluation
 from keras_attention.translation import export
 from keras_attention.translation.model import build_translator
 from keras_attention.translation.tokenizer import RESERVED_TOKENS
@@ -99,7 +103,7 @@ def app(tflite_dir):
 
 
 @pytest.fixture
-def run_command(monkeypatch, tflite_dir, translator):
+def run_command(monkeypatch, tflite_dir, translator, capsys):
     """`run_command(name, arguments, stdin=b"")` → the printed lines, running in
     this process, on the module's run, the package's command line (`translate`)
     or `examples/tflite_translate.py`'s `main`."""
@@ -116,7 +120,15 @@ def run_command(monkeypatch, tflite_dir, translator):
             argv = ["translate", "--run-dir", "unused", "--method", "greedy", *arguments]
         else:
             argv = ["--variant", "float32", str(tflite_dir), *arguments]
-        return mains[name](argv)
+        capsys.readouterr()
+        returned = mains[name](argv)
+        printed = capsys.readouterr().out
+        assert printed.endswith("\n") or not printed
+        lines = printed.split("\n")[:-1]
+        # `translate` returns the translations of arguments, the number of
+        # lines of standard input (it does not keep them).
+        assert returned == (len(lines) if name == "translate" and not arguments else lines)
+        return lines
 
     return run
 
@@ -200,10 +212,8 @@ def test_generator_gives_an_empty_output_for_an_empty_or_padding_source(translat
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_empty_sentence_argument_gives_an_empty_line(run_command, command, capsys):
-    outputs = run_command(command, ["", "  "])
-    assert outputs == ["", ""]
-    assert capsys.readouterr().out == "\n\n"
+def test_empty_sentence_argument_gives_an_empty_line(run_command, command):
+    assert run_command(command, ["", "  "]) == ["", ""]
 
 
 # ------------------------------------------------------ standard input
@@ -217,34 +227,96 @@ def test_invalid_utf8_on_stdin_is_an_error_naming_the_line(run_command, command)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_blank_input_lines_keep_one_output_line_per_input_line(run_command, command, capsys):
+def test_blank_input_lines_keep_one_output_line_per_input_line(run_command, command):
     outputs = run_command(command, [], stdin=b"A man.\n\n  \nTwo dogs.\n")
     assert len(outputs) == 4
     assert outputs[1] == outputs[2] == ""
     assert outputs[0] and outputs[3]
-    assert capsys.readouterr().out.split("\n")[:-1] == outputs
 
 
-# -------------------------------------------------------------- token ids
+@pytest.mark.parametrize("command", COMMANDS)
+def test_lone_carriage_return_keeps_one_output_line_per_input_line(run_command, command):
+    # `printf 'a man\rwalks .\nsecond line\n' | ... translate`: two lines, as
+    # `wc -l` counts them; the \r inside a line reads as a space, and a CRLF
+    # line ending as a line ending.
+    outputs = run_command(command, [], stdin=b"a man\rwalks .\nsecond line\r\nlast")
+    expected = run_command(command, ["a man walks .", "second line", "last"])
+    assert outputs == expected
 
 
-@pytest.mark.parametrize("bad", ["negative", "vocabulary"])
-def test_generator_refuses_ids_outside_the_source_vocabulary(translator, bad):
-    vocabulary = translator.source_tokenizer.vocab_size
-    value = -1 if bad == "negative" else vocabulary
-    source = np.array([[5, 6, 7], [5, value, 0]], np.int32)
-    message = rf"`source`: {value} at \[1, 1\]. Ids must be in \[0, {vocabulary}\)"
-    for search in ("greedy", "beam"):
-        with pytest.raises(ValueError, match=message):
-            getattr(translator.generator, search)(source)
+def _one_line_per_read(lines, printed):
+    """A binary standard input that hands out one line per read and records,
+    for each line read, how many output lines were printed by then."""
+
+    class Stream(io.RawIOBase):
+        def readable(self):
+            return True
+
+        def readinto(self, buffer):
+            if not lines:
+                return 0
+            printed.append(sys.stdout.getvalue().count("\n"))
+            line = lines.pop(0)
+            buffer[: len(line)] = line
+            return len(line)
+
+    return io.BufferedReader(Stream(), buffer_size=16)
 
 
-@pytest.mark.parametrize("loop", ["model", "app"])
-def test_tflite_app_refuses_ids_outside_the_vocabulary_and_too_many(app, loop):
-    run = app.translate_ids if loop == "model" else app.translate_ids_app_loop
-    vocabulary = len(app.source.vocab)
-    for value in (-1, vocabulary):
-        with pytest.raises(ValueError, match=rf"{value} at position 1. .*\[0, {vocabulary}\)"):
-            run([5, value])
-    with pytest.raises(ValueError, match=f"more than max_source_length={LIMIT}"):
-        run([5] * (LIMIT + 1))
+def test_translate_prints_each_batch_before_reading_the_next_lines(monkeypatch, translator):
+    monkeypatch.setattr(commands, "load_run", lambda _: (translator, {}))
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    printed = []  # output lines printed when line i + 1 was read
+    stdin = _one_line_per_read([f"a b {i}\n".encode() for i in range(11)], printed)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(stdin))
+    argv = ["translate", "--run-dir", "unused", "--method", "greedy", "--batch-size", "4"]
+    assert cli.main(argv) == 11
+    assert sys.stdout.getvalue().count("\n") == 11
+    # Lines 5 to 8 are read after the first four are printed, 9 to 11 after 8.
+    assert printed == [0] * 4 + [4] * 4 + [8] * 3
+
+
+def test_translate_answers_a_pipe_before_it_is_closed(monkeypatch, translator):
+    # A writer that waits for the translations of what it wrote gets them:
+    # a batch is sent when no next line is ready, not only when it is full.
+    monkeypatch.setattr(commands, "load_run", lambda _: (translator, {}))
+    decoded = evaluation.decode_corpus(translator, ["a man .", "two dogs ."], progress=False)
+    expected = evaluation.detokenize_output(decoded["text"])
+    read_end, write_end = os.pipe()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(open(read_end, "rb")))
+    out_read, out_write = os.pipe()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(open(out_write, "wb")))
+    argv = ["translate", "--run-dir", "unused", "--method", "greedy"]
+    worker = threading.Thread(target=cli.main, args=(argv,), daemon=True)
+    worker.start()
+    with open(write_end, "wb", buffering=0) as writer, open(out_read, "rb") as output:
+        writer.write(b"a man .\ntwo dogs .\n")
+        answered = []
+        reading = threading.Thread(
+            target=lambda: answered.extend([output.readline(), output.readline()]), daemon=True
+        )
+        reading.start()
+        reading.join(timeout=120)
+        assert len(answered) == 2, "no output while standard input stays open"
+        assert [line.decode() for line in answered] == [t + "\n" for t in expected]
+        writer.write(b"a dog .\n")
+    worker.join(timeout=120)
+    assert not worker.is_alive()
+
+
+def test_translate_memory_does_not_grow_with_the_input(monkeypatch, translator):
+    monkeypatch.setattr(commands, "load_run", lambda _: (translator, {}))
+    # 16 KB lines of two tokens: what a command that keeps its input (or
+    # its output) would hold shows.
+    line = b"a ." + b" " * (1 << 14) + b"\n"
+    argv = ["translate", "--run-dir", "unused", "--method", "greedy", "--batch-size", "16"]
+    peaks = []
+    for lines in (16, 64, 256):  # the first call warms up (imports, caches)
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(line * lines)))
+        monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO()))
+        tracemalloc.start()
+        assert cli.main(argv) == lines
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    # 192 more lines are 3 MB more input; a bounded command holds none of it.
+    assert peaks[2] - peaks[1] < 0.25 * 192 * len(line), peaks

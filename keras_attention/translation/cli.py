@@ -173,7 +173,11 @@ def _average(args):
 
 def _translate(args):
     return commands.translate(
-        args.run_dir, args.sentences, method=args.method, beam_width=args.beam_width
+        args.run_dir,
+        args.sentences,
+        method=args.method,
+        beam_width=args.beam_width,
+        batch_size=args.batch_size,
     )
 
 
@@ -341,10 +345,13 @@ def _add_translate(subparsers):
     p = subparsers.add_parser(
         "translate",
         help="translate sentences",
-        description="Prints one translation per input, blank lines included. A "
-        "sentence of more source tokens than the model's max_source_length (512) "
-        "or a line of standard input that is not UTF-8 stops it with an error "
-        "naming the line, before anything is translated.",
+        description="Prints one translation per input, blank lines included: one "
+        "per line of standard input, a line ending at a line feed only (a carriage "
+        "return inside it reads as a space). The inputs are translated --batch-size "
+        "at a time and printed as they come. A sentence of more source tokens than "
+        "the model's max_source_length (512) or a line of standard input that is "
+        "not UTF-8 stops it with an error naming the line, before its batch is "
+        "translated.",
     )
     p.add_argument(
         "sentences", nargs="*", help="English sentences (else one per line of stdin, UTF-8)"
@@ -352,6 +359,12 @@ def _add_translate(subparsers):
     _add_run_dir(p)
     p.add_argument("--method", choices=("greedy", "beam"), default="beam")
     _add_beam_width(p)
+    p.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=commands.TRANSLATE_BATCH,
+        help="sentences translated (and printed) at once",
+    )
     p.set_defaults(func=_translate)
 
 
@@ -380,9 +393,9 @@ def parse_args(argv=None, prog=None):
 def main(argv=None, prog=None):
     """Runs the command of `argv` (default: `sys.argv[1:]`); returns its result:
     the run folder of `train` and `average`, the scores of `evaluate`, the
-    translations of `translate`, the table of `explain`, the `RunStatus` of
-    `status`, 0 for `export`. A command that fails raises `SystemExit` with
-    its message."""
+    translations of `translate` (from standard input, their number), the
+    table of `explain`, the `RunStatus` of `status`, 0 for `export`. A command
+    that fails raises `SystemExit` with its message."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     args = parse_args(argv, prog)
     with library_logging(args.verbose):

@@ -5,8 +5,10 @@ Each is a function of the command-line options of the same name (`python -m
 keras_attention.translation COMMAND --help`), prints what the command prints
 and returns it as data: `evaluate` the scores, `translate` the translations,
 `explain` the ablation table, `average` the new run folder, `status` the
-`RunStatus`. Errors a user can fix (no input, a sentence too long, standard
-input that is not UTF-8) stop with `SystemExit` and a message naming the input.
+`RunStatus` (`translate` from standard input: the number of lines, which it
+does not keep). Errors a user can fix (no input, a sentence too long,
+standard input that is not UTF-8) stop with `SystemExit` and a message naming
+the input.
 """
 
 import re
@@ -21,6 +23,7 @@ from keras_attention.decoders.overridden_decoder import overridden_decoder
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
+from keras_attention.line_reader import LineReader
 from keras_attention.translation import averaging
 from keras_attention.translation import evaluation
 from keras_attention.translation import runs
@@ -30,6 +33,8 @@ from keras_attention.translation.translator import load_run
 from keras_attention.validation import check_positive_int
 
 TEST_SPLITS = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
+# Sentences `translate` decodes at once: its memory is bounded by one batch.
+TRANSLATE_BATCH = 64
 
 
 def command_error(command, error):
@@ -171,10 +176,12 @@ def results_table(results):
 def read_inputs(arguments, command="translate"):
     """`(label, sentence)` pairs: the arguments, or one per line of stdin.
 
-    Standard input is read as bytes and decoded line by line, so that bytes
+    Standard input is read with `LineReader`: a line ends at a line feed
+    only (a lone carriage return inside a line does not split it), bytes
     that are not UTF-8 stop the command with an error naming their line
-    instead of a traceback. Blank lines are kept (each gets an empty
-    translation): the output has one line per input line.
+    instead of a traceback, and blank lines are kept (each gets an empty
+    translation): the output has one line per input line. The pairs of
+    standard input come as they are read (an iterator).
     """
     if arguments:
         inputs = [(f"argument {i}", text) for i, text in enumerate(arguments, 1)]
@@ -186,17 +193,29 @@ def read_inputs(arguments, command="translate"):
                     f"{command}: {label} is not valid UTF-8 (character {error.start})"
                 ) from None
         return inputs
-    inputs = []
-    for number, line in enumerate(sys.stdin.buffer.read().splitlines(), 1):
-        try:
-            inputs.append((f"line {number} of standard input", line.decode("utf-8")))
-        except UnicodeDecodeError as error:
-            raise SystemExit(
-                f"{command}: line {number} of standard input is not valid UTF-8 "
-                f"(byte 0x{line[error.start]:02x} at byte {error.start}); convert the "
-                "file to UTF-8, e.g. with iconv"
-            ) from None
-    return inputs
+    return _stdin_inputs(LineReader(sys.stdin), command)
+
+
+def _stdin_inputs(reader, command):
+    try:
+        for number, text in reader:
+            yield reader.where(number), text
+    except ValueError as error:
+        raise SystemExit(f"{command}: {error}") from None
+
+
+def _batches(inputs, batch_size, ready):
+    """Lists of at most `batch_size` inputs; a shorter one when `ready()` says
+    the next input would have to be waited for (a writer that waits for the
+    translations of what it wrote gets them)."""
+    batch = []
+    for item in inputs:
+        batch.append(item)
+        if len(batch) == batch_size or not ready():
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def check_lengths(inputs, lengths, limit, command="translate"):
@@ -224,37 +243,57 @@ def _check_beam_width(translator, beam_width, command):
         ) from None
 
 
-def translate(run_dir, sentences=(), method="beam", beam_width=BEAM_WIDTH):
-    """Prints and returns one translation per sentence; without sentences, one
-    per line of standard input (`read_inputs`), blank lines included.
+def translate(
+    run_dir, sentences=(), method="beam", beam_width=BEAM_WIDTH, batch_size=TRANSLATE_BATCH
+):
+    """Prints one translation per sentence; without sentences, one per line of
+    standard input (`read_inputs`), blank lines included.
 
-    Every sentence is checked against the model's `max_source_length`, and
-    the beam width against `MAX_BEAM_WIDTH` and the target vocabulary, before
-    anything is translated (`check_lengths`). A model whose scores are not
+    The inputs are translated `batch_size` at a time and each batch is
+    printed (and flushed) as soon as it is translated, so the output of a
+    long input starts at once and the memory does not grow with its length;
+    a batch is sent early when standard input has no next line ready. Every
+    sentence of a batch is checked against the model's `max_source_length`
+    (`check_lengths`) before the batch is translated, and the beam width
+    against `MAX_BEAM_WIDTH` and the target vocabulary before anything; an
+    error stops it after the batches before. A model whose scores are not
     finite (NaN weights) stops it with an error, not empty lines.
+
+    Returns:
+        The translations (a list) of `sentences`; for standard input, whose
+        translations are not kept, the number of lines translated.
     """
-    inputs = read_inputs(sentences)
-    if not inputs:
-        raise SystemExit("translate: give sentences as arguments or on stdin")
+    check_positive_int("batch_size", batch_size)
+    if sentences:
+        inputs, ready = read_inputs(sentences), lambda: True
+    else:
+        reader = LineReader(sys.stdin)
+        inputs, ready = _stdin_inputs(reader, "translate"), reader.ready
     translator, _ = load_run(run_dir)
     if method == "beam":
         _check_beam_width(translator, beam_width, "translate")
-    sentences = [text for _, text in inputs]
-    check_lengths(inputs, translator.source_lengths(sentences), translator.max_source_length)
-    try:
-        decoded = evaluation.decode_corpus(
-            translator,
-            sentences,
-            method=method,
-            beam_width=beam_width,
-            progress=False,
-        )
-    except evaluation.NonFiniteOutputError as error:
-        raise SystemExit(f"translate: {error}") from None
-    outputs = evaluation.detokenize_output(decoded["text"])
-    for sentence in outputs:
-        print(sentence)
-    return outputs
+    search = evaluation.search_function(translator, method, beam_width)
+    kept, count = [], 0
+    for batch in _batches(inputs, batch_size, ready):
+        texts = [text for _, text in batch]
+        check_lengths(batch, translator.source_lengths(texts), translator.max_source_length)
+        try:
+            decoded = evaluation.decode_corpus(
+                translator, texts, batch_size=len(texts), progress=False, search=search
+            )
+        except evaluation.NonFiniteOutputError as error:
+            label = batch[error.sentence][0]  # its line, not its place in the batch
+            named = evaluation.NonFiniteOutputError(error.score, error.sentence, label)
+            raise SystemExit(f"translate: {named}") from None
+        outputs = evaluation.detokenize_output(decoded["text"])
+        sys.stdout.write("".join(line + "\n" for line in outputs))
+        sys.stdout.flush()
+        count += len(outputs)
+        if sentences:
+            kept.extend(outputs)
+    if not count:
+        raise SystemExit("translate: give sentences as arguments or on stdin")
+    return kept if sentences else count
 
 
 # -------------------------------------------------------------- explain

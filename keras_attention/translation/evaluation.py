@@ -78,11 +78,25 @@ def decode_and_score(
 
 
 class NonFiniteOutputError(ValueError):
-    """The model's scores are NaN or infinite; the message names the sentence."""
+    """The model's scores are NaN or infinite; the message names the sentence.
+
+    Attributes:
+        score: the log-probability that is not finite.
+        sentence: the index (0-based) of the sentence among those decoded.
+    """
+
+    def __init__(self, score, sentence, label=None):
+        self.score, self.sentence = score, sentence
+        super().__init__(
+            f"The model's output is not finite ({score} log-probability) for "
+            f"{label or f'sentence {sentence + 1}'}: its weights or activations hold NaN "
+            "or infinite values, and every translation would be empty or wrong."
+        )
 
 
-def _search_function(translator, method, beam_width, length_penalty):
-    """The translator's greedy or beam search as one traced function of (B, S) ids."""
+def search_function(translator, method="greedy", beam_width=4, length_penalty=LENGTH_PENALTY):
+    """The translator's greedy or beam search as one traced function of (B, S)
+    ids, for `decode_corpus(search=...)`: traced once, whatever the shapes."""
     if method not in ("greedy", "beam"):
         raise ValueError(
             "Invalid value for argument `method`. Expected 'greedy' or 'beam'. "
@@ -101,11 +115,7 @@ def _check_finite(scores, index):
     if np.all(np.isfinite(scores)):
         return
     row = int(np.flatnonzero(~np.isfinite(scores))[0])
-    raise NonFiniteOutputError(
-        f"The model's output is not finite ({scores[row]} log-probability) for "
-        f"sentence {int(index[row]) + 1}: its weights or activations hold NaN or "
-        "infinite values, and every translation would be empty or wrong."
-    )
+    raise NonFiniteOutputError(scores[row], int(index[row]))
 
 
 def decode_corpus(
@@ -116,6 +126,7 @@ def decode_corpus(
     beam_width=4,
     length_penalty=LENGTH_PENALTY,
     progress=True,
+    search=None,
 ):
     """Translates `sentences` in length-sorted batches, inside the graph.
 
@@ -127,6 +138,9 @@ def decode_corpus(
         beam_width: beam search only.
         length_penalty: beam search only.
         progress: show a Keras progress bar.
+        search: the function of `search_function` to decode with (its method
+            and beam settings then replace those given here), to reuse one
+            traced search across calls; None traces a new one.
 
     Returns:
         A dict: `text` (list of str, the tokenizer's lowercased, space-split
@@ -140,7 +154,8 @@ def decode_corpus(
     """
     import keras
 
-    search = _search_function(translator, method, beam_width, length_penalty)
+    if search is None:
+        search = search_function(translator, method, beam_width, length_penalty)
     source = translator.source_tokenizer.tokenize(tf.constant(list(sentences)))
     lengths = source.row_lengths().numpy()
     order = np.argsort(lengths, kind="stable")  # similar lengths share a batch
