@@ -314,6 +314,26 @@ def test_saved_model_signatures_equal_keras_on_a_padded_batch(tmp_path):
     np.testing.assert_allclose(beam["scores"].numpy(), expected["scores"], atol=1e-5)
 
 
+@pytest.mark.parametrize("bad", ["negative", "vocabulary"])
+def test_saved_model_refuses_ids_outside_the_source_vocabulary(tmp_path, bad):
+    # The check is in the graph: it survives the save, for both signatures.
+    c = case("bahdanau_gru")
+    vocabulary = c.generator.source_vocabulary_size
+    export_saved_model(c.generator, tmp_path / "model", beam_width=BEAM_WIDTH)
+    loaded = tf.saved_model.load(str(tmp_path / "model"))
+    value = -3 if bad == "negative" else vocabulary
+    source = np.array(c.source, np.int32)
+    source[0, 0] = value
+    for signature in ("serving_default", "beam"):
+        with pytest.raises(
+            tf.errors.InvalidArgumentError,
+            match=rf"Invalid token id in `source`: ids must be in \[0, {vocabulary}\)",
+        ):
+            loaded.signatures[signature](source=tf.constant(source))
+    source[0, 0] = vocabulary - 1  # the largest id is read
+    assert loaded.signatures["serving_default"](source=tf.constant(source))["tokens"].shape[0]
+
+
 # -------------------------------------------------------- explicit generator
 
 

@@ -320,3 +320,58 @@ def test_translate_memory_does_not_grow_with_the_input(monkeypatch, translator):
         tracemalloc.stop()
     # 192 more lines are 3 MB more input; a bounded command holds none of it.
     assert peaks[2] - peaks[1] < 0.25 * 192 * len(line), peaks
+
+
+# -------------------------------------------------------------- token ids
+
+
+@pytest.mark.parametrize("bad", ["negative", "vocabulary"])
+def test_generator_refuses_ids_outside_the_source_vocabulary(translator, bad):
+    vocabulary = translator.source_tokenizer.vocab_size
+    value = -1 if bad == "negative" else vocabulary
+    source = np.array([[5, 6, 7], [5, value, 0]], np.int32)
+    message = rf"`source`: {value} at \[1, 1\]. Ids must be in \[0, {vocabulary}\)"
+    for search in ("greedy", "beam"):
+        with pytest.raises(ValueError, match=message):
+            getattr(translator.generator, search)(source)
+
+
+@pytest.mark.parametrize("loop", ["model", "app"])
+def test_tflite_app_refuses_ids_outside_the_vocabulary_and_too_many(app, loop):
+    run = app.translate_ids if loop == "model" else app.translate_ids_app_loop
+    vocabulary = len(app.source.vocab)
+    for value in (-1, vocabulary):
+        with pytest.raises(ValueError, match=rf"{value} at position 1. .*\[0, {vocabulary}\)"):
+            run([5, value])
+    with pytest.raises(ValueError, match=f"more than max_source_length={LIMIT}"):
+        run([5] * (LIMIT + 1))
+
+
+@pytest.mark.parametrize("search", ["greedy_graph", "beam_graph"])
+@pytest.mark.parametrize("bad", ["negative", "vocabulary"])
+def test_translator_in_a_traced_function_refuses_int32_ids_outside_the_vocabulary(
+    translator, search, bad
+):
+    vocabulary = translator.source_tokenizer.vocab_size
+    value = -3 if bad == "negative" else vocabulary
+    traced = tf.function(lambda ids: getattr(translator, search)(ids)["tokens"])
+    traced(tf.constant([[5, 6]], tf.int32))  # within the vocabulary: fine
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=rf"Invalid token id in `source_ids`: .*\[0, {vocabulary}\)",
+    ):
+        traced(tf.constant([[5, value]], tf.int32))
+
+
+@pytest.mark.parametrize("signature", ["serving_default", "beam"])
+def test_saved_model_refuses_sentences_that_are_not_utf8(serving, signature):
+    # As `translate` refuses such a line, instead of reading it as unknown pieces.
+    batch = tf.constant([b"A man.", b"Two \xff dogs.", b"\xc3"])
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="`sentences`: not valid UTF-8"
+    ) as info:
+        serving[signature](batch)
+    assert "[1 2]" in str(info.value)  # the indices of the two
+    # U+FFFD itself is valid UTF-8.
+    out = serving[signature](tf.constant(["A man \ufffd.", "é"]))
+    assert out["translation"].shape == (2,)

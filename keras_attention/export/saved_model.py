@@ -42,14 +42,30 @@ class ServingGenerator(GeneratorModule):
         batch_spec = tf.TensorSpec([None, *spec.shape[1:]], spec.dtype, name="source")
         limit = generator.max_source_length
 
+        vocabulary = generator.source_vocabulary_size  # None: unknown
+
         def bounded(source):
-            check = tf.debugging.assert_less_equal(
-                tf.shape(source)[0],
-                self.max_batch,
-                message=f"The batch holds more than max_batch={self.max_batch} sources: split it",
-            )
-            with tf.control_dependencies([check]):
-                return tf.identity(source[:, :limit])
+            checks = [
+                tf.debugging.assert_less_equal(
+                    tf.shape(source)[0],
+                    self.max_batch,
+                    message=f"The batch holds more than max_batch={self.max_batch} sources: "
+                    "split it",
+                )
+            ]
+            source = source[:, :limit]
+            if source.dtype.is_integer:
+                # In the graph, so the SavedModel refuses them too: a negative
+                # id would read the last embedding rows, one past the
+                # vocabulary zeros (GPU) or fail deep in a gather (CPU).
+                bound = f"[0, {vocabulary})" if vocabulary else "[0, vocabulary)"
+                message = f"Invalid token id in `source`: ids must be in {bound}"
+                checks.append(tf.debugging.assert_non_negative(source, message=message))
+                if vocabulary:
+                    size = tf.constant(vocabulary, source.dtype)
+                    checks.append(tf.debugging.assert_less(source, size, message=message))
+            with tf.control_dependencies(checks):
+                return tf.identity(source)
 
         def greedy(source):
             result = generator.greedy_graph(bounded(source), max_length=self.max_length)
@@ -72,7 +88,9 @@ def export_saved_model(generator, path, **options):
     """Writes a SavedModel with `serving_default` (greedy) and `beam` signatures.
 
     Both take `source` (batch, S) int32 ids (or (batch, S, F) features), at
-    most `max_batch` sources per call (a larger batch is refused), and
+    most `max_batch` sources per call (a larger batch is refused; so is an
+    id outside [0, source vocabulary), negative ones too, with
+    `InvalidArgumentError` naming `source` and the range), and
     return `tokens` (batch, L), `lengths` (batch,), `log_probs` (batch,) and
     `attention` (batch, L, S); `beam` also `scores`. Loading needs TensorFlow
     only. For text in, text out with tokenizers in the graph, see

@@ -49,7 +49,9 @@ class ServingTranslator(ExportModule):
         max_batch: int, the most sentences in one request; a larger batch
             fails with `InvalidArgumentError` naming both numbers.
 
-    Bounds: a batch of more than `max_batch` sentences is refused. A
+    Bounds: a batch of more than `max_batch` sentences is refused, and so is
+    a sentence that is not valid UTF-8 (`InvalidArgumentError` naming
+    `sentences` and the indices of those sentences). A
     sentence of more than `translator.max_source_length` source tokens (512
     by default) is truncated to its first ones; the output `truncated`
     (batch,) bool says which were, `source_ids` holds what was read. An empty
@@ -86,7 +88,22 @@ class ServingTranslator(ExportModule):
                 f"sentences, more than max_batch={self.max_batch}: split it.",
             ],
         )
-        with tf.control_dependencies([check]):
+        # Bytes that are not UTF-8 are refused, as the command line refuses
+        # them, not read as unknown pieces: a sentence is valid when
+        # replacing its invalid bytes changes nothing.
+        valid = tf.equal(
+            tf.strings.unicode_transcode(sentences, "UTF-8", "UTF-8", errors="replace"),
+            sentences,
+        )  # (B,)
+        utf8 = tf.debugging.Assert(
+            tf.reduce_all(valid),
+            [
+                "Invalid value for `sentences`: not valid UTF-8 (convert it to UTF-8). "
+                "Indices of the sentences:",
+                tf.reshape(tf.where(tf.logical_not(valid)), [-1]),
+            ],
+        )
+        with tf.control_dependencies([check, utf8]):
             sentences = tf.identity(sentences)
         limit = self.translator.max_source_length
         ragged = self.translator.source_tokenizer.tokenize(sentences)  # (B, None)

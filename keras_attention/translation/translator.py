@@ -110,8 +110,9 @@ class Translator(tf.Module):
         A NumPy array, a list or an eager tensor must hold integers in
         [0, source vocabulary): an int64 id of 2**32 + 5 would become 5, a
         float id 1.7 would become 1. A symbolic tensor (inside a
-        `tf.function`) must have an integer dtype; its values are checked in
-        the graph when it is not int32 already.
+        `tf.function`, a SavedModel) must have an integer dtype; its values
+        are checked in the graph, int32 ones too (`InvalidArgumentError`
+        naming `name` and the range).
 
         Raises:
             ValueError: float or other non-integer ids, or an id outside the
@@ -123,17 +124,25 @@ class Translator(tf.Module):
                     f"Invalid dtype for `{name}`: token ids must be integers. "
                     f"Received: {source_ids.dtype.name}"
                 )
-            if source_ids.dtype == tf.int32:
-                return source_ids
-            size = tf.cast(self._source_vocabulary_size(), source_ids.dtype)
+            vocabulary = self._source_vocabulary_size()
+            bound = f"Ids must be in [0, {vocabulary or 'vocabulary'}), the source vocabulary"
             checks = [
-                tf.debugging.assert_non_negative(source_ids, message=f"{name}: negative id"),
-                tf.debugging.assert_less(
-                    source_ids, size, message=f"{name}: id at or past the source vocabulary"
-                ),
+                tf.debugging.assert_non_negative(
+                    source_ids, message=f"Invalid token id in `{name}`: negative id. {bound}"
+                )
             ]
+            if vocabulary is not None:
+                checks.append(
+                    tf.debugging.assert_less(
+                        source_ids,
+                        tf.cast(vocabulary, source_ids.dtype),
+                        message=f"Invalid token id in `{name}`: id at or past the source "
+                        f"vocabulary. {bound}",
+                    )
+                )
             with tf.control_dependencies(checks):
-                return tf.cast(source_ids, tf.int32)
+                # tf.cast of int32 to int32 is the tensor itself, without the checks.
+                return tf.identity(tf.cast(source_ids, tf.int32))
         values = np.asarray(source_ids)
         if values.dtype.kind not in "iu":
             raise ValueError(
