@@ -30,6 +30,10 @@ Arguments of both searches:
 - `source_mask`: optional bool `(batch, S)`, True on the real source
   positions. An entry without any (an empty source) is finished before the
   first step: its output is empty (length 0, log-prob 0).
+- `row_max_length`: optional int32 `(batch,)`, each entry's own bound, at
+  most `max_length` (the buffers' size): an entry stops after that many
+  tokens, as it would alone with `max_length` equal to it (the generator's
+  default bound, `search_defaults.default_max_length` of each source).
 
 Both return a dict of float32 and int32 tensors for the best output of each
 batch entry: `tokens` int32 `(batch, max_length)`, END included, then 0
@@ -68,7 +72,14 @@ _NEG_INF = float("-inf")
 
 
 def greedy_search(
-    step_fn, initial_state, start_tokens, end_token, max_length, source_length, source_mask=None
+    step_fn,
+    initial_state,
+    start_tokens,
+    end_token,
+    max_length,
+    source_length,
+    source_mask=None,
+    row_max_length=None,
 ):
     """Decodes by taking the most probable token at every step.
 
@@ -105,6 +116,8 @@ def greedy_search(
         log_probs = log_probs + token_logp
         lengths = lengths + ops.cast(ops.logical_not(finished), "int32")
         finished = ops.logical_or(finished, ops.equal(next_tokens, end_token))
+        if row_max_length is not None:  # an entry's own bound ends it, as alone
+            finished = ops.logical_or(finished, ops.greater_equal(step + 1, row_max_length))
         out = _write_step(out, step, next_tokens, positions)
         attn = _write_step(attn, step, weights, positions)
         return step + 1, next_tokens, new_state, log_probs, lengths, finished, out, attn
@@ -140,6 +153,7 @@ def beam_search(
     length_penalty=LENGTH_PENALTY,
     coverage_penalty=COVERAGE_PENALTY,
     source_mask=None,
+    row_max_length=None,
 ):
     """Decodes by keeping the `beam_width` best hypotheses at every step.
 
@@ -211,6 +225,8 @@ def beam_search(
     else:
         coverage_mask = _gather_rows(ops.cast(source_mask, "bool"), tile_index)
         initially_finished = ops.logical_not(ops.any(coverage_mask, axis=-1))
+    if row_max_length is not None:
+        row_max_length = _gather_rows(ops.cast(row_max_length, "int32"), tile_index)  # (B*K,)
     # Offset of each entry's first row, to turn an index into the entry's
     # K * V candidates into a row of the tiled batch.
     entry_offset = ops.arange(batch_size, dtype="int32")[:, None] * beam_width  # (B, 1)
@@ -272,6 +288,11 @@ def beam_search(
         parent_finished = _gather_rows(finished, parent)
         next_tokens = ops.where(parent_finished, 0, next_tokens)
         finished = ops.logical_or(parent_finished, ops.equal(next_tokens, end_token))
+        if row_max_length is not None:
+            # An entry's own bound ends its hypotheses, as alone. (With a
+            # coverage penalty, the later steps of the batch then add it to
+            # them; alone, the loop would have stopped first.)
+            finished = ops.logical_or(finished, ops.greater_equal(step + 1, row_max_length))
         lengths = _gather_rows(parent_lengths, parent)
         coverage = _gather_rows(parent_coverage, parent)
         out = _write_step(_gather_rows(out, parent), step, next_tokens, positions)

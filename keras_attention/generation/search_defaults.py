@@ -15,7 +15,10 @@ both are called with their defaults.
 - `MAX_SOURCE_LENGTH`: the longest source accepted, in tokens.
 - The output bound when none is given, `default_max_length(S)`:
   min(2·S + 10, `MAX_OUTPUT_LENGTH`) tokens, END included. A translation is
-  rarely more than twice its source; the 10 covers short sources.
+  rarely more than twice its source; the 10 covers short sources. S is each
+  source's own length, `source_lengths`: its positions up to the last one
+  that is not padding. One rule in Keras and on the device: a source in a
+  padded batch gets the bound it gets alone in the exported model.
   `MAX_OUTPUT_LENGTH` = 2 · `MAX_SOURCE_LENGTH` + 10 is also the largest
   `max_length` a caller may ask for.
 - `MAX_BEAM_WIDTH`: the widest beam accepted. Memory grows as
@@ -57,6 +60,37 @@ def default_max_length(source_length, cap=MAX_OUTPUT_LENGTH):
     if isinstance(source_length, numbers.Integral):
         return min(2 * int(source_length) + 10, cap)
     return ops.minimum(2 * source_length + 10, cap)
+
+
+def source_lengths(source):
+    """Each source's S for `default_max_length`: (batch,) int32.
+
+    The positions up to the last one that is not padding (id 0, or a frame
+    of zeros), as the exported models count a source the app padded.
+
+    Args:
+        source: (batch, S) token ids or (batch, S, F) features.
+    """
+    present = ops.not_equal(source, ops.zeros((), dtype=source.dtype))  # (B, S[, F])
+    if len(source.shape) == 3:
+        present = ops.any(present, axis=-1)  # (B, S)
+    positions = ops.arange(1, ops.shape(source)[1] + 1, dtype="int32")  # (S,)
+    return ops.max(ops.where(present, positions[None, :], 0), axis=-1)  # (B,)
+
+
+def check_max_length(max_length, cap=MAX_OUTPUT_LENGTH):
+    """`max_length` checked: None (the default bound), a tensor (checked where
+    it is made), or an int in [1, cap], returned as a Python int."""
+    tensor = not isinstance(max_length, numbers.Integral) and hasattr(max_length, "dtype")
+    if max_length is None or tensor:
+        return max_length
+    check_positive_int("max_length", max_length)
+    if max_length > cap:
+        raise ValueError(
+            f"Invalid value for argument `max_length`. Expected at most "
+            f"max_output_length={cap}. Received: max_length={max_length}"
+        )
+    return int(max_length)
 
 
 def check_beam_width(beam_width, vocabulary_size=None, name="beam_width"):

@@ -34,7 +34,9 @@ from keras_attention.generation.search_defaults import MAX_OUTPUT_LENGTH
 from keras_attention.generation.search_defaults import MAX_SOURCE_LENGTH
 from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.generation.search_defaults import check_beam_width
+from keras_attention.generation.search_defaults import check_max_length
 from keras_attention.generation.search_defaults import default_max_length
+from keras_attention.generation.search_defaults import source_lengths
 from keras_attention.validation import check_positive_int
 
 # The bounds of `search_defaults`, under the names the constructor documents.
@@ -376,19 +378,17 @@ class Seq2SeqGenerator:
                 return int(size)
         return None
 
+    def check_max_length(self, max_length):
+        """`max_length` checked against `max_output_length`; None stays None
+        (each source's default bound, resolved once, in the search)."""
+        return check_max_length(max_length, self.max_output_length)
+
     def resolve_max_length(self, source_length, max_length):
-        """`max_length`, checked against `max_output_length`, or the default."""
+        """`max_length`, checked, or the default bound of a source of
+        `source_length` positions: min(2·S + 10, max_output_length)."""
+        max_length = self.check_max_length(max_length)
         if max_length is None:
             return default_max_length(source_length, self.max_output_length)
-        if not _is_tensor(max_length):
-            check_positive_int("max_length", max_length)
-            max_length = int(max_length)
-            if max_length > self.max_output_length:
-                raise ValueError(
-                    f"Invalid value for argument `max_length`. Expected at most "
-                    f"max_output_length={self.max_output_length}. Received: "
-                    f"max_length={max_length}"
-                )
         return max_length
 
     def greedy_graph(self, source, max_length=None, empty_columns=True):
@@ -400,18 +400,30 @@ class Seq2SeqGenerator:
         """
         return self._search(greedy_search, source, max_length, empty_columns)
 
-    def _search(self, search, source, max_length, empty_columns, **options):
-        """Encodes `source` and runs `search` (greedy or beam) from START."""
+    def _search(self, search, source, max_length, empty_columns, buffer=None, **options):
+        """Encodes `source` and runs `search` (greedy or beam) from START.
+
+        max_length None: each source stops at its own default bound,
+        min(2·S + 10, max_output_length) with S its positions up to the last
+        one that is not padding (`search_defaults.source_lengths`), as alone
+        in the exported models; the buffers then have `buffer` rows (default:
+        the bound of the padded width, at least every source's).
+        """
         length = ops.shape(source)[1]
         state, mask = self.encode(_at_least_one_position(source))
         batch = ops.shape(mask)[0]
         start = ops.full((batch,), self.start_id, dtype="int32")
+        max_length = self.check_max_length(max_length)
+        if max_length is None:
+            cap = self.max_output_length
+            options["row_max_length"] = default_max_length(source_lengths(source), cap)  # (B,)
+            max_length = default_max_length(length, cap) if buffer is None else buffer
         result = search(
             self.step,
             state,
             start,
             self.end_id,
-            self.resolve_max_length(length, max_length),
+            max_length,
             ops.shape(mask)[1],
             source_mask=mask,
             **options,
@@ -432,34 +444,56 @@ class Seq2SeqGenerator:
         """
         # Plain attribute reads: AutoGraph, tracing this, mistranslates calls
         # into a dataclass.
-        settings = settings or DEFAULT_BEAM
         return self._search(
-            beam_search,
-            source,
-            max_length,
-            empty_columns,
-            beam_width=check_beam_width(settings.beam_width, self.target_vocabulary_size),
-            length_penalty=settings.length_penalty,
-            coverage_penalty=settings.coverage_penalty,
+            beam_search, source, max_length, empty_columns, **self._beam_options(settings)
         )
+
+    def _beam_options(self, settings):
+        """`beam_search`'s keyword arguments for a `BeamSettings` (None: the defaults)."""
+        settings = settings or DEFAULT_BEAM
+        return {
+            "beam_width": check_beam_width(settings.beam_width, self.target_vocabulary_size),
+            "length_penalty": settings.length_penalty,
+            "coverage_penalty": settings.coverage_penalty,
+        }
+
+    def _run_search(self, key, search, source, max_length, **options):
+        """`search` compiled (under `key`) and run on a checked source.
+
+        max_length is checked here, once; None gives each source its own
+        default bound inside the search (`_search`), with buffers of the
+        padded width's bound, a Python int (JAX compiles per buffer size).
+        """
+        max_length = self.check_max_length(max_length)
+        default = max_length is None
+        rows = max_length
+        if default:
+            rows = default_max_length(source.shape[1], self.max_output_length)
+
+        def run(s, n):
+            return self._search(search, s, None if default else n, True, buffer=n, **options)
+
+        fn = self._compiled_fn((*key, "default" if default else "given"), run)
+        return fn(source, rows)
 
     def greedy(self, source, max_length=None):
         """Greedy decoding of a batch.
 
         Args:
             source: (batch, S) token ids or (batch, S, F) features.
-            max_length: the most output tokens, END included; default
-                min(2·S + 10, max_output_length).
+            max_length: the most output tokens, END included; default, for
+                each source, min(2·S + 10, max_output_length), S its positions
+                up to the last one that is not padding (the exported models'
+                bound for it alone).
 
         Returns:
             dict: "tokens" (batch, L) int32, END included then 0; "lengths"
             (batch,) int32; "log_probs" (batch,) float32; "attention" (batch,
-            L, S) float32; L = max_length.
+            L, S) float32; L = max_length (by default, the bound of the
+            padded width S, zeros after each source's `lengths`).
         """
         source = self._check_source(source)
-        max_length = self.resolve_max_length(source.shape[1], max_length)
-        fn = self._compiled_fn(("greedy",), lambda s, n: self.greedy_graph(s, n))
-        return _public(fn(source, max_length))
+        return _public(self._run_search(("greedy",), greedy_search, source, max_length))
 
     def beam(
         self,
@@ -490,10 +524,9 @@ class Seq2SeqGenerator:
         settings = BeamSettings(beam_width, length_penalty, coverage_penalty)
         settings = settings.checked(self.target_vocabulary_size)
         source = self._check_source(source)
-        max_length = self.resolve_max_length(source.shape[1], max_length)
         key = ("beam", *settings.arguments().values())
-        fn = self._compiled_fn(key, lambda s, n: self.beam_graph(s, settings, n))
-        result = fn(source, max_length)
+        options = self._beam_options(settings)
+        result = self._run_search(key, beam_search, source, max_length, **options)
         out = _public(result)
         for name in ("scores", "all_tokens", "all_scores"):
             out[name] = keras.ops.convert_to_numpy(result[name])
@@ -548,7 +581,3 @@ def _public(result):
         k: keras.ops.convert_to_numpy(result[k])
         for k in ("tokens", "lengths", "log_probs", "attention")
     }
-
-
-def _is_tensor(x):
-    return not isinstance(x, numbers.Integral) and hasattr(x, "dtype")
