@@ -34,6 +34,7 @@ from keras_attention import BahdanauDecoder
 from keras_attention import LuongAttention
 from keras_attention import LuongDecoder
 from keras_attention import Seq2SeqGenerator
+from keras_attention.decoders.cell_runner import call_takes_training
 
 BATCH = 2
 T_DEC = 4  # != T_ENC
@@ -84,6 +85,26 @@ class TwoStateCell(keras.layers.Layer):
         return {**super().get_config(), "units": self.units, "side": self.side}
 
 
+class ScaledInTrainingCell(TwoStateCell):
+    """`TwoStateCell` whose `call` takes `training`: in training, h' is halved
+    (a deterministic stand-in for dropout)."""
+
+    def call(self, inputs, states, training=None):
+        h, (_, m) = super().call(inputs, states)
+        if training:
+            h = 0.5 * h
+        return h, [h, m]
+
+
+class AlwaysScaledCell(TwoStateCell):
+    """The oracle of `ScaledInTrainingCell` in training: h' always halved, and
+    a `call` without `training`."""
+
+    def call(self, inputs, states):
+        h, (_, m) = super().call(inputs, states)
+        return 0.5 * h, [0.5 * h, m]
+
+
 def make_cell(kind, units=UNITS, **kwargs):
     """A fresh cell of `kind` whose output has `units` features."""
     if kind == "gru":
@@ -132,8 +153,6 @@ def make_inputs(rng, batch=BATCH, t_dec=T_DEC, t_enc=T_ENC):
 
 def make_state(cell_kind, rng, batch=BATCH):
     return [(0.5 * rng.normal(size=(batch, n))).astype("float32") for n in STATE_SIZES[cell_kind]]
-
-
 
 
 def built(kind, cell_kind, rng, **kwargs):
@@ -290,9 +309,7 @@ def test_the_last_layer_of_a_stack_queries_the_attention(kind):
         np.testing.assert_allclose(output, new_states[1][0], rtol=1e-6)
 
     def attend(q):
-        _, w = decoder.attention(
-            q, inputs["memory"], value_mask=mask, return_attention_scores=True
-        )
+        _, w = decoder.attention(q, inputs["memory"], value_mask=mask, return_attention_scores=True)
         return np.asarray(w)
 
     np.testing.assert_allclose(weights[:, 0], attend(query), rtol=1e-5, atol=1e-6)
@@ -414,6 +431,54 @@ def test_cell_dropout_is_active_in_training_only():
     assert np.abs(trained[0] - inference[0]).max() > 1e-4
     # The masks of one call are dropped after it.
     assert getattr(decoder.cell, "_dropout_mask", None) is None
+
+
+@pytest.mark.parametrize(
+    "cell, takes",
+    [
+        (TwoStateCell(UNITS), False),
+        (AlwaysScaledCell(UNITS), False),
+        (ScaledInTrainingCell(UNITS), True),
+        (keras.layers.GRUCell(UNITS), True),
+        (keras.layers.StackedRNNCells([keras.layers.GRUCell(UNITS)]), True),
+    ],
+    ids=["two_state", "always_scaled", "scaled_in_training", "gru", "stacked"],
+)
+def test_call_takes_training_reads_the_signature(cell, takes):
+    assert call_takes_training(cell) is takes
+
+
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_training_reaches_a_cell_whose_call_takes_it(kind):
+    rng = np.random.default_rng(18)
+    inputs = make_inputs(rng)
+    decoder = make_decoder(kind, ScaledInTrainingCell(UNITS))
+    decoder(**inputs)
+    randomize(decoder, rng)
+    # The oracles: the same weights in cells that ignore `training`.
+    oracles = {}
+    for name, cell in (("trained", AlwaysScaledCell(UNITS)), ("inference", TwoStateCell(UNITS))):
+        oracle = make_decoder(kind, cell)
+        oracle(**inputs)
+        oracle.set_weights(decoder.get_weights())
+        oracles[name] = flat(oracle(**inputs))
+    for training, name in ((True, "trained"), (False, "inference")):
+        got = flat(decoder(**inputs, training=training))
+        for g, w in zip(got, oracles[name], strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+    # The two oracles differ: the test sees whether `training` arrived.
+    assert np.abs(oracles["trained"][0] - oracles["inference"][0]).max() > 1e-3
+
+
+@pytest.mark.parametrize("kind", list(DECODERS))
+def test_a_cell_without_a_training_argument_runs_in_training(kind):
+    rng = np.random.default_rng(19)
+    inputs = make_inputs(rng)
+    decoder = make_decoder(kind, TwoStateCell(UNITS))
+    inference = flat(decoder(**inputs, training=False))
+    trained = flat(decoder(**inputs, training=True))  # no TypeError: not passed
+    for t, i in zip(trained, inference, strict=True):
+        np.testing.assert_array_equal(t, i)
 
 
 # ---------------------------------------------------------- mixed precision

@@ -380,10 +380,11 @@ def test_cell_update_equals_keras_cell(kind, cell_type):
     cell_input_dim = decoder.cell.kernel.shape[0]
     x = rng.normal(size=(BATCH, cell_input_dim)).astype("float32")
     state = as_tuple(make_state(cell_type, rng))
-    projected = decoder._cell_input_projection(x[:, :D_EMB])
+    cells = decoder._cells  # the decoder's CellRunner
+    projected = cells.input_projection(x[:, :D_EMB])
     if cell_input_dim > D_EMB:
-        projected = projected + decoder._cell_extra_projection(x[:, D_EMB:])
-    got = decoder._cell_update(projected, state)
+        projected = projected + cells.extra_projection(x[:, D_EMB:])
+    got = cells.update(projected, state)
     _, want = decoder.cell(x, list(state))
     assert len(got) == len(want) == len(state)
     for g, w in zip(got, want, strict=True):
@@ -655,14 +656,14 @@ def test_loop_is_a_while_op_traced_once_for_any_length(kind, monkeypatch):
 
     rng = np.random.default_rng(13)
     decoder = built_decoder(kind, "gru", "bahdanau", rng)
-    cell_update = decoder._cell_update
+    cell_update = decoder._cells.update
     calls = []
 
     def counting_cell_update(*args):
         calls.append(1)
         return cell_update(*args)
 
-    monkeypatch.setattr(decoder, "_cell_update", counting_cell_update)
+    monkeypatch.setattr(decoder._cells, "update", counting_cell_update)
 
     @tf.function(
         input_signature=[

@@ -9,6 +9,9 @@ import keras
 from keras import ops
 
 from keras_attention.decoders.base_decoder import BaseDecoder
+from keras_attention.decoders.decoder_loop import keep_previous
+from keras_attention.decoders.decoder_loop import scan_steps
+from keras_attention.decoders.decoder_loop import zero_padded
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -89,25 +92,26 @@ class BahdanauDecoder(BaseDecoder):
                 "Invalid value for argument `conditional`. Expected True or False. "
                 f"Received: conditional={conditional!r}"
             )
-        if conditional and not self._builtin_cell:
+        cells = self._cells
+        if conditional and not cells.builtin:
             raise ValueError(
                 "Invalid value for argument `conditional`. The conditional recurrence "
                 "has two built-in cells (made from `units` and `cell_type`); it does "
                 f"not take a `cell`. Received: conditional=True, cell={self.cell!r}"
             )
-        if not self._builtin_cell:
+        if not cells.builtin:
             # The query s_{t-1} is read in the state before the step.
-            size = self._state_sizes[self._output_state]
+            size = cells.state_sizes[cells.output_state]
             if size != self.units:
                 raise ValueError(
                     "Invalid value for argument `cell`. BahdanauDecoder queries the "
                     "attention with the cell's previous output, which it reads in the "
-                    f"cell's output state (state {self._output_state}, of size {size}); "
+                    f"cell's output state (state {cells.output_state}, of size {size}); "
                     f"the cell's output has size {self.units}. Received: cell={self.cell!r}"
                 )
         self.conditional = conditional
         # The conditional recurrence's second cell, which reads the context.
-        self.attended_cell = self._make_cell("attended_cell") if conditional else None
+        self.attended_cell = cells.make_cell("attended_cell") if conditional else None
         self.deep_output = keras.layers.Dense(
             self.output_units or self.units,
             activation="tanh",
@@ -116,14 +120,11 @@ class BahdanauDecoder(BaseDecoder):
         )
 
     def build_decoder(self, embedding_dim, memory_dim):
-        # A deserialized attention layer arrives already built.
-        if not self.attention.built:
-            self.attention.build((None, self.units), (None, None, memory_dim))
         if self.conditional:
-            self.cell.build((None, embedding_dim))
-            self.attended_cell.build((None, memory_dim))
-        elif self._builtin_cell or not self.cell.built:
-            self.cell.build((None, embedding_dim + memory_dim))  # reads [y; c]
+            self._cells.build(embedding_dim, 0)  # reads y
+            self.attended_cell.build((None, memory_dim))  # reads c
+        else:
+            self._cells.build(embedding_dim, memory_dim)  # reads [y; c]
         self.deep_output.build((None, self.units + memory_dim + embedding_dim))
 
     def _cell_extra_dim(self):
@@ -135,35 +136,31 @@ class BahdanauDecoder(BaseDecoder):
         cell_weights = prepared.cell_weights
         attended_weights = self._attended_cell_weights()
 
-        def step(carry, inputs):
+        def loop_step(carry, inputs):
             prev = carry["state"]
             prev_attention = carry["attention"]  # the attention's state ({} if none)
             noise = inputs.get("attention_noise")  # drawn before the loop
-
-            def attend(query, attention_state):
-                return self._attend_step(
-                    query, memory, processed_keys, memory_mask, attention_state, training, noise
-                )
-
+            attend = self._attender(memory, processed_keys, memory_mask, training, noise)
             new, context, weights, attention_state = self._recurrence(
                 inputs["x"], prev, prev_attention, attend, cell_weights, attended_weights, training
             )
             keep = inputs["mask"][:, None]  # (B, 1)
-            new = tuple(ops.where(keep, n, p) for n, p in zip(new, prev, strict=True))
-            zero = ops.zeros_like
-            context = ops.where(keep, context, zero(context))
-            weights = ops.where(keep, weights, zero(weights))
-            # `scan` stacks outputs of the carry's structure: the
-            # step's outputs travel in the carry.
-            carry = {"state": new, "context": context, "weights": weights}
-            carry["attention"] = self._keep_attention_state(keep, attention_state, prev_attention)
+            # `scan` stacks outputs of the carry's structure: the step's
+            # outputs travel in the carry.
+            carry = {
+                "state": keep_previous(keep, new, prev),
+                "context": zero_padded(keep, context),
+                "weights": zero_padded(keep, weights),
+                "attention": keep_previous(keep, attention_state, prev_attention),
+            }
             return carry, carry
 
         batch = ops.shape(memory)[0]
         context = ops.zeros((batch, self.memory_dim), dtype=self.compute_dtype)
-        last, stacked = self._scan_steps(step, prepared, {"context": context})
+        last, stacked = scan_steps(loop_step, prepared, {"context": context}, self._cells, True)
         # s_t: the cell's output, held in its output state.
-        states = ops.transpose(stacked["state"][self._output_state], (1, 0, 2))  # (B, T, units)
+        state = stacked["state"][self._cells.output_state]
+        states = ops.transpose(state, (1, 0, 2))  # (B, T, units)
         contexts = ops.transpose(stacked["context"], (1, 0, 2))  # (B, T, d_h)
         weights = ops.transpose(stacked["weights"], (1, 0, 2))  # (B, T, T_enc)
         outputs = self.deep_output(
@@ -171,7 +168,7 @@ class BahdanauDecoder(BaseDecoder):
         )  # (B, T, output_units)
         keep = ops.cast(prepared.step_mask, outputs.dtype)[:, :, None]
         outputs = outputs * keep
-        return outputs, weights, self._state_output(last["state"])
+        return outputs, weights, self._cells.state_output(last["state"])
 
     def step(self, target_embedding, decode_state):
         """One decoder step, with the weights of `call`.
@@ -185,28 +182,17 @@ class BahdanauDecoder(BaseDecoder):
             `(output, weights, decode_state)`: output (batch, output_units),
             weights (batch, T_enc), the next state.
         """
-        self._check_step_input(target_embedding, decode_state)
-        prev = self._decode_state_tuple(decode_state)
-        memory = decode_state["memory"]
-        mask = ops.cast(decode_state["memory_mask"], "bool")
-        embedding = ops.cast(target_embedding, self.compute_dtype)
+        embedding, prev, attention_state, attend = self._step_inputs(target_embedding, decode_state)
         new, context, weights, attention_state = self._recurrence(
-            self._cell_input_projection(embedding),
+            self._cells.input_projection(embedding),
             prev,
-            self._decode_attention_state(decode_state),
-            lambda query, attention_state: self._attend_step(
-                query,
-                memory,
-                decode_state["processed_keys"],
-                mask,
-                attention_state,
-                False,
-            ),
-            self._cell_weights(),
+            attention_state,
+            attend,
+            self._cells.weights(),
             self._attended_cell_weights(),
             False,
         )
-        s = new[self._output_state]
+        s = new[self._cells.output_state]
         output = self.deep_output(ops.concatenate([s, context, embedding], -1))
         return output, weights, self._with_state(decode_state, new, attention_state)
 
@@ -215,19 +201,21 @@ class BahdanauDecoder(BaseDecoder):
     ):
         """One step of the recurrence: `(new state tuple, context, weights, attention state)`.
 
-        x: from `_cell_input_projection(y_{t-1})`; attention_state: the
-        stateful attention's dict or None; attend: `(query (B, units),
-        attention_state) → (context, weights, new attention state)`.
+        x: from `CellRunner.input_projection(y_{t-1})`; attention_state: the
+        attention's state dict ({} for a content-only layer); attend:
+        `(query (B, units), attention_state) → (context, weights, new
+        attention state)`.
         """
+        cells = self._cells
         if not self.conditional:
-            query = prev[self._output_state]  # s_{t-1}
+            query = prev[cells.output_state]  # s_{t-1}
             context, weights, attention_state = attend(query, attention_state)
-            _, new = self._cell_step(x, context, prev, cell_weights, training)
+            _, new = cells.step(x, context, prev, cell_weights, training)
             return new, context, weights, attention_state
-        middle = self._cell_update(x, prev, cell_weights)  # s'_t from y_{t-1}
+        middle = cells.update(x, prev, cell_weights)  # s'_t from y_{t-1}
         context, weights, attention_state = attend(middle[0], attention_state)  # query = s'_t
         x = ops.matmul(context, attended_weights["kernel"]) + attended_weights["input_bias"]
-        return self._cell_update(x, middle, attended_weights), context, weights, attention_state
+        return cells.update(x, middle, attended_weights), context, weights, attention_state
 
     def _attended_cell_weights(self):
         """The second cell's weights in the compute dtype (None unless conditional)."""
@@ -235,7 +223,7 @@ class BahdanauDecoder(BaseDecoder):
             return None
         dtype = self.compute_dtype
         cell = self.attended_cell
-        input_bias, recurrent_bias = self._cell_biases(cell)
+        input_bias, recurrent_bias = self._cells.biases(cell)
         weights = {
             "kernel": ops.cast(cell.kernel, dtype),
             "recurrent_kernel": ops.cast(cell.recurrent_kernel, dtype),

@@ -1,68 +1,39 @@
 """`BaseDecoder`: a recurrent decoder with an attention layer in its loop.
 
 Keras 3's `RNN` cannot give a cell the encoder outputs (it has no `constants`),
-so the decoders run their own loop over time with `keras.ops.scan`: a compiled
-`while` loop when traced, also under `jit_compile=True`.
+so the decoders run their own loop over time (`decoder_loop.py`).
 
-Any Keras RNN cell, or the built-in GRU or LSTM with its update written out
-(`cell_machinery.py`); the input checks are in `decoder_checks.py`.
+A decoder is composed of parts, each in its own module:
 
-Any attention layer, through the one contract of `BaseAttention`: the loop
-carries the layer's state (the empty dict for a content-only layer such as
-`BahdanauAttention`; the previous weights for `LocationSensitiveAttention`
-and the monotonic layers; whatever a layer of one's own keeps), and
-`get_decode_state` holds it under "attention_<key>".
+- its cell, a `CellRunner` (`cell_runner.py`): any Keras RNN cell, or the
+  built-in GRU or LSTM with its update written out (the fused fast path);
+- its attention layer, through the one contract of `BaseAttention`: the loop
+  carries the layer's state (the empty dict for a content-only layer such as
+  `BahdanauAttention`; the previous weights for `LocationSensitiveAttention`
+  and the monotonic layers; whatever a layer of one's own keeps), and
+  `get_decode_state` holds it under "attention_<key>";
+- the loop (`decoder_loop.py`) and the input checks (`decoder_checks.py`).
+
+A subclass writes its step once, `_recurrence`, which both its `call` (inside
+the loop) and its `step` run.
 """
-
-import dataclasses
 
 import keras
 from keras import ops
 
 from keras_attention.attention.base_attention import BaseAttention
-from keras_attention.decoders.cell_machinery import CellMachinery
-from keras_attention.decoders.cell_machinery import cell_arguments
-from keras_attention.decoders.cell_machinery import deserialize_cell
-from keras_attention.decoders.decoder_checks import DecoderChecks
-from keras_attention.loops import scan
+from keras_attention.decoders import decoder_checks
+from keras_attention.decoders.cell_runner import CellRunner
+from keras_attention.decoders.cell_runner import cell_arguments
+from keras_attention.decoders.cell_runner import deserialize_cell
+from keras_attention.decoders.decoder_loop import SequenceInputs
 from keras_attention.masking import shape_error as _shape_error
 from keras_attention.masking import zero_masked
 from keras_attention.validation import bound_arguments
 
 
-@dataclasses.dataclass(frozen=True)
-class _SequenceInputs:
-    """What `BaseDecoder._sequence_inputs` prepares for a decoder's loop.
-
-    Attributes:
-        target_embeddings: (B, T, d_emb) in the compute dtype.
-        memory: (B, T_enc, d_h) in the compute dtype, zero where masked.
-        state: the initial recurrent state, a tuple of (B, size) tensors.
-        processed_keys: `attention.precompute_keys(memory)`, once per batch.
-        attention_state: the attention's initial state (a dict, empty for
-            a content-only layer).
-        cell_weights: the built-in cell's weights from `_cell_weights`, else
-            None.
-        step_mask: (B, T) bool, False at padded target steps.
-        xs: what the scan slices, time-major: "x", the cell's input
-            projection (T, B, G·u) (the embeddings (T, B, d_emb) for a cell
-            given with `cell=`); "mask" (T, B); when the attention draws
-            anything per step (dropout, noise), "attention_noise", what
-            `attention.step_noise` returned for all steps.
-    """
-
-    target_embeddings: object
-    memory: object
-    state: tuple
-    processed_keys: object
-    attention_state: object
-    cell_weights: object
-    step_mask: object
-    xs: dict
-
-
 @keras.saving.register_keras_serializable(package="keras_attention")
-class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
+class BaseDecoder(keras.layers.Layer):
     """Shared machinery of `BahdanauDecoder` and `LuongDecoder`.
 
     Args:
@@ -134,53 +105,51 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
                 f"Received: attention={attention!r}"
             )
         self.attention = attention
-        self._init_cell(units, cell_type, cell)
+        # The cell's machinery; the cell itself is this layer's attribute, so
+        # that its weights are saved under "cell" as they always were.
+        self._cells = CellRunner(units, cell_type, cell, self.dtype_policy)
+        self.units = units
+        self.cell_type = self._cells.cell_type
+        self.cell = self._cells.cell
         self.output_units = output_units
         self.supports_masking = True
         self.embedding_dim = None
         self.memory_dim = None
 
+    @property
+    def state_size(self):
+        """The number of state tensors of the cell (flattened)."""
+        return self._cells.state_size
+
     # ---------------------------------------------------------- attention
 
-    def _attend_step(
-        self, query, memory, processed_keys, memory_mask, attention_state, training, noise=None
-    ):
-        """The attention of one step: `(context, weights, new attention state)`.
+    def _attender(self, memory, processed_keys, memory_mask, training, noise=None):
+        """`attend(query, attention_state) → (context, weights, new attention state)`.
 
-        attention_state: the layer's state dict (empty for a content-only
-        layer); noise: this step's slice of `step_noise` (`xs["attention_noise"]`),
-        drawn before the loop.
+        One step's attention on this memory. attention_state: the layer's
+        state dict (empty for a content-only layer); noise: this step's slice
+        of `step_noise` (`xs["attention_noise"]`), drawn before the loop.
         """
-        # The memory was zeroed where masked (`_sequence_inputs`,
-        # `get_decode_state`) and the keys projected from it: finite there.
-        context, weights, new_state = self.attention.attend_step(
-            query,
-            memory,
-            processed_keys,
-            attention_state,
-            value_mask=memory_mask,
-            training=training,
-            noise=noise,
-            _memory_zeroed=True,
-        )
-        # An attention layer with another policy (float32 inside a
-        # mixed_float16 decoder) must not change the dtype of the loop carry.
-        context = ops.cast(context, self.compute_dtype)
-        weights = ops.cast(weights, self.compute_dtype)
-        return context, weights, new_state
+        dtype = self.compute_dtype
 
-    def _attention_state_keys(self):
-        """The keys of the attention state in the decode state."""
-        return [f"attention_{key}" for key in self.attention.attention_state_keys]
+        def attend(query, attention_state):
+            # The memory was zeroed where masked (`_sequence_inputs`,
+            # `get_decode_state`) and the keys projected from it: finite there.
+            context, weights, new_state = self.attention.attend_step(
+                query,
+                memory,
+                processed_keys,
+                attention_state,
+                value_mask=memory_mask,
+                training=training,
+                noise=noise,
+                _memory_zeroed=True,
+            )
+            # An attention layer with another policy (float32 inside a
+            # mixed_float16 decoder) must not change the dtype of the loop carry.
+            return ops.cast(context, dtype), ops.cast(weights, dtype), new_state
 
-    @staticmethod
-    def _keep_attention_state(keep, new, previous):
-        """A padded target step (keep False, (B, 1)) leaves the attention state as it was."""
-        kept = {}
-        for key in previous:
-            shape = (-1,) + (1,) * (len(previous[key].shape) - 1)
-            kept[key] = ops.where(ops.reshape(keep, shape), new[key], previous[key])
-        return kept
+        return attend
 
     def _attend_sequence(self, queries, memory, processed_keys, memory_mask, step_mask, training):
         """The attention of every step at once: `(contexts, weights)`, (B, T, ·).
@@ -200,12 +169,17 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
         )
         return ops.cast(contexts, self.compute_dtype), ops.cast(weights, self.compute_dtype)
 
-    def _decode_state_keys(self):
-        """The keys of the dict that `get_decode_state` returns, sorted."""
-        keys = ["memory", "memory_mask", "processed_keys"] + self._state_keys()
-        return sorted(keys + self._attention_state_keys())
-
     # ------------------------------------------------------ sequence call
+
+    def _check_inputs(self, target_shape, memory_shape, initial_state, masks):
+        decoder_checks.check_inputs(
+            target_shape,
+            memory_shape,
+            initial_state,
+            masks,
+            self._cells,
+            (self.embedding_dim, self.memory_dim),
+        )
 
     def _sequence_inputs(
         self,
@@ -218,10 +192,11 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
     ):
         """Checks the inputs of `call` and prepares what the loop reads.
 
-        Returns a `_SequenceInputs`. With `training`, the dropout masks of a
-        cell given with `cell=` are drawn here too; `call` clears them after
-        its loop. The attention's per-step draws (`xs["attention_noise"]`) are
-        made only when it runs in the loop (`_attends_in_loop`).
+        Returns a `SequenceInputs`. With `training`, the dropout masks of a
+        cell given with `cell=` are drawn here too; the loop clears them
+        (`scan_steps`). The attention's per-step draws
+        (`xs["attention_noise"]`) are made only when it runs in the loop
+        (`_attends_in_loop`).
         """
         self._check_inputs(
             target_embeddings.shape,
@@ -240,7 +215,7 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
             step_mask = ops.ones((batch, steps), dtype="bool")
         else:
             step_mask = ops.cast(target_embeddings_mask, "bool")
-        x_projected = self._cell_input_projection(target_embeddings)  # (B, T, G·u)
+        x_projected = self._cells.input_projection(target_embeddings)  # (B, T, G·u)
         xs = {
             "x": ops.transpose(x_projected, (1, 0, 2)),  # (T, B, G·u)
             "mask": ops.transpose(step_mask, (1, 0)),  # (T, B)
@@ -249,19 +224,19 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
         # Keras' RNN layers draw their dropout masks: the same training on
         # every backend, and no draw inside a scan (on JAX it leaks a tracer).
         t_enc = ops.shape(memory)[1]
-        self._cell_dropout_masks(batch, self.embedding_dim + self._cell_extra_dim(), training)
+        self._cells.draw_dropout_masks(batch, self.embedding_dim + self._cell_extra_dim(), training)
         attention_state = self.attention.initial_attention_state(memory, memory_mask)
         if self._attends_in_loop():
             noise = self.attention.step_noise((steps, batch, t_enc), training)
             if noise is not None:
                 xs["attention_noise"] = noise  # (T, B, ...) leaves
-        return _SequenceInputs(
+        return SequenceInputs(
             target_embeddings=target_embeddings,
             memory=memory,
-            state=self._initial_state_tuple(initial_state, batch),
+            state=self._cells.initial_state(initial_state, batch),
             processed_keys=self.attention.precompute_keys(memory),  # once per batch
             attention_state=attention_state,
-            cell_weights=self._cell_weights(),  # once per batch, not per step
+            cell_weights=self._cells.weights(),  # once per batch, not per step
             step_mask=step_mask,
             xs=xs,
         )
@@ -284,24 +259,8 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
         """Whether the attention runs inside the recurrence's loop (else after it)."""
         return True
 
-    def _scan_steps(self, step, prepared, init):
-        """`scan(step, carry, prepared.xs)`: `(last carry, stacked carries)`.
-
-        The carry starts as `init` with the decoder state and, where the
-        attention runs in the loop, its state and zero weights (B, T_enc).
-        The cell's dropout masks, drawn for this loop, are cleared after it.
-        """
-        init = {"state": prepared.state, **init}
-        if self._attends_in_loop():
-            memory_shape = ops.shape(prepared.memory)
-            init["weights"] = ops.zeros(memory_shape[:2], dtype=self.compute_dtype)
-            init["attention"] = prepared.attention_state  # (B, ...) each; {} if none
-        last, stacked = scan(step, init, prepared.xs)
-        self._reset_cell_dropout_masks()
-        return last, stacked
-
     def _decode_sequence(self, prepared, memory_mask, training):
-        """`call` after the checks: `(outputs, weights, state)` from a `_SequenceInputs`."""
+        """`call` after the checks: `(outputs, weights, state)` from a `SequenceInputs`."""
         raise NotImplementedError
 
     def _output_dim(self):
@@ -325,8 +284,9 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
         dtype = self.compute_dtype
         outputs = keras.KerasTensor((batch, steps, self._output_dim()), dtype=dtype)
         weights = keras.KerasTensor((batch, steps, memory.shape[1]), dtype=dtype)
-        state = [keras.KerasTensor((batch, size), dtype=dtype) for size in self._state_sizes]
-        return outputs, weights, self._state_output(state)
+        sizes = self._cells.state_sizes
+        state = [keras.KerasTensor((batch, size), dtype=dtype) for size in sizes]
+        return outputs, weights, self._cells.state_output(state)
 
     def compute_mask(self, target_embeddings, previous_mask):
         return None if previous_mask is None else [previous_mask, None, None]
@@ -343,11 +303,15 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
                 raise _shape_error(name, "with a known last dimension", shape)
         self.embedding_dim = int(target_embeddings_shape[-1])
         self.memory_dim = int(memory_shape[-1])
-        self._check_attention_size()
+        decoder_checks.check_attention_size(self.attention, self.units)
+        # A deserialized attention layer arrives already built.
+        if not self.attention.built:
+            self.attention.build((None, self.units), (None, None, self.memory_dim))
         self.build_decoder(self.embedding_dim, self.memory_dim)
         self.built = True
 
     def build_decoder(self, embedding_dim, memory_dim):
+        """Builds the cell(s) and the output layers (the attention is built)."""
         raise NotImplementedError
 
     # ---------------------------------------------------------- inference
@@ -378,7 +342,7 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
             ValueError: when the decoder is not built (call it once on a batch
                 first: the memory does not give the embedding size).
         """
-        self._check_built("get_decode_state")
+        decoder_checks.check_built(self, "get_decode_state")
         memory = ops.convert_to_tensor(memory)
         self._check_inputs(
             (memory.shape[0] if len(memory.shape) else None, None, self.embedding_dim),
@@ -388,7 +352,7 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
         )
         memory = zero_masked(ops.cast(memory, self.compute_dtype), memory_mask)
         batch = ops.shape(memory)[0]
-        state = self._initial_state_tuple(initial_state, batch)
+        state = self._cells.initial_state(initial_state, batch)
         if memory_mask is None:
             memory_mask = ops.ones(ops.shape(memory)[:2], dtype="bool")
         decode_state = {
@@ -398,27 +362,55 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
             # alike by a beam search.
             "memory_mask": ops.cast(memory_mask, self.compute_dtype),
         }
-        decode_state.update(zip(self._state_keys(), state, strict=True))
+        decode_state.update(zip(self._cells.state_keys(), state, strict=True))
         initial = self.attention.initial_attention_state(memory, ops.cast(memory_mask, "bool"))
         for key in self.attention.attention_state_keys:
             decode_state[f"attention_{key}"] = initial[key]  # (B, ...)
         return decode_state
 
-    def _decode_state_tuple(self, decode_state):
-        return tuple(decode_state[key] for key in self._state_keys())
+    def _decode_state_keys(self):
+        """The keys of the dict that `get_decode_state` returns, sorted."""
+        keys = ["memory", "memory_mask", "processed_keys"] + self._cells.state_keys()
+        attention = [f"attention_{key}" for key in self.attention.attention_state_keys]
+        return sorted(keys + attention)
 
-    def _decode_attention_state(self, decode_state):
-        """The attention's state dict in a decode state (empty for a content-only layer)."""
-        return {
+    def _step_inputs(self, target_embedding, decode_state):
+        """Checks the arguments of `step` and reads its decode state.
+
+        Returns `(embedding, state tuple, attention state, attend)`: the
+        embedding (B, d_emb) in the compute dtype, the recurrent state, the
+        attention's state dict (empty for a content-only layer) and
+        `attend(query, attention_state)` on the decode state's memory.
+        """
+        decoder_checks.check_built(self, "step")
+        decoder_checks.check_decode_state(
+            decode_state,
+            self._decode_state_keys(),
+            target_embedding,
+            self._cells.state_keys()[0],
+            self.embedding_dim,
+        )
+        state = tuple(decode_state[key] for key in self._cells.state_keys())
+        attention_state = {
             key: decode_state[f"attention_{key}"] for key in self.attention.attention_state_keys
         }
+        attend = self._attender(
+            decode_state["memory"],
+            decode_state["processed_keys"],
+            ops.cast(decode_state["memory_mask"], "bool"),
+            False,
+        )
+        return ops.cast(target_embedding, self.compute_dtype), state, attention_state, attend
 
-    def _with_state(self, decode_state, state, attention_state=None):
+    def _with_state(self, decode_state, state, attention_state):
+        """`decode_state` with a new recurrent state and attention state."""
         new = dict(decode_state)
-        new.update(zip(self._state_keys(), state, strict=True))
-        for key, value in (attention_state or {}).items():
+        new.update(zip(self._cells.state_keys(), state, strict=True))
+        for key, value in attention_state.items():
             new[f"attention_{key}"] = value
         return new
+
+    # ------------------------------------------------------------- config
 
     def get_config(self):
         config = super().get_config()
@@ -429,7 +421,7 @@ class BaseDecoder(CellMachinery, DecoderChecks, keras.layers.Layer):
                 "cell_type": self.cell_type,
                 "output_units": self.output_units,
                 "cell": None
-                if self._builtin_cell
+                if self._cells.builtin
                 else keras.saving.serialize_keras_object(self.cell),
             }
         )

@@ -4,6 +4,9 @@ import keras
 from keras import ops
 
 from keras_attention.decoders.base_decoder import BaseDecoder
+from keras_attention.decoders.decoder_loop import keep_previous
+from keras_attention.decoders.decoder_loop import scan_steps
+from keras_attention.decoders.decoder_loop import zero_padded
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -88,24 +91,30 @@ class LuongDecoder(BaseDecoder):
         return self.output_units or self.units
 
     def build_decoder(self, embedding_dim, memory_dim):
-        # A deserialized attention layer arrives already built.
-        if not self.attention.built:
-            self.attention.build((None, self.units), (None, None, memory_dim))
-        if self._builtin_cell or not self.cell.built:
-            self.cell.build((None, embedding_dim + self._cell_extra_dim()))
+        self._cells.build(embedding_dim, self._cell_extra_dim())
         self.attentional.build((None, memory_dim + self.units))
 
     def _cell_extra_dim(self):
         return self.attentional_units if self.input_feeding else 0  # h̃_{t-1}
-
-    def _combine(self, context, state):
-        return self.attentional(ops.concatenate([context, state], axis=-1))
 
     def _attends_in_loop(self):
         # Without input feeding the recurrence never reads the attention: it
         # runs alone, and the attention's own sequence form runs after it (in
         # parallel for a content-only layer, step by step for a stateful one).
         return self.input_feeding
+
+    def _recurrence(self, x, feed, prev, attention_state, attend, cell_weights, training):
+        """Luong's step: `(h̃_t, weights, new state tuple, attention state)`.
+
+        x: from `CellRunner.input_projection(y_{t-1})`; feed: h̃_{t-1} with
+        input feeding, else None; attention_state: the attention's state dict
+        ({} for a content-only layer); attend: `(query (B, units),
+        attention_state) → (context, weights, new attention state)`.
+        """
+        query, new = self._cells.step(x, feed, prev, cell_weights, training)  # s_t
+        context, weights, attention_state = attend(query, attention_state)  # query = s_t
+        attentional = self.attentional(ops.concatenate([context, query], axis=-1))  # h̃_t
+        return attentional, weights, new, attention_state
 
     def _decode_sequence(self, prepared, memory_mask, training):
         if not self.input_feeding:
@@ -114,41 +123,40 @@ class LuongDecoder(BaseDecoder):
         processed_keys = prepared.processed_keys
         cell_weights = prepared.cell_weights
 
-        def step(carry, inputs):
+        def loop_step(carry, inputs):
             prev = carry["state"]
             prev_attention = carry["attention"]  # the attention's state ({} if none)
-            feed = carry["outputs"] if self.input_feeding else None  # h̃_{t-1}
-            output, new = self._cell_step(inputs["x"], feed, prev, cell_weights, training)
             noise = inputs.get("attention_noise")  # drawn before the loop
-            context, weights, attention_state = self._attend_step(
-                output, memory, processed_keys, memory_mask, prev_attention, training, noise
-            )  # query = s_t
-            attentional = self._combine(context, output)  # h̃_t
-            keep = inputs["mask"][:, None]
-            new = tuple(ops.where(keep, n, p) for n, p in zip(new, prev, strict=True))
+            attend = self._attender(memory, processed_keys, memory_mask, training, noise)
+            attentional, weights, new, attention_state = self._recurrence(
+                inputs["x"], carry["outputs"], prev, prev_attention, attend, cell_weights, training
+            )
+            keep = inputs["mask"][:, None]  # (B, 1)
             # A padded step keeps h̃ for the next real step, like the state.
             carry = {
-                "state": new,
-                "outputs": ops.where(keep, attentional, carry["outputs"]),
-                "weights": ops.where(keep, weights, ops.zeros_like(weights)),
+                "state": keep_previous(keep, new, prev),
+                "outputs": keep_previous(keep, attentional, carry["outputs"]),
+                "weights": zero_padded(keep, weights),
+                "attention": keep_previous(keep, attention_state, prev_attention),
             }
-            carry["attention"] = self._keep_attention_state(keep, attention_state, prev_attention)
             return carry, carry
 
         batch = ops.shape(memory)[0]
         feed = ops.zeros((batch, self.attentional_units), dtype=self.compute_dtype)  # h̃_0
-        last, stacked = self._scan_steps(step, prepared, {"outputs": feed})
+        last, stacked = scan_steps(loop_step, prepared, {"outputs": feed}, self._cells, True)
         outputs = ops.transpose(stacked["outputs"], (1, 0, 2))  # (B, T, units)
         weights = ops.transpose(stacked["weights"], (1, 0, 2))  # (B, T, T_enc)
         keep_steps = ops.cast(prepared.step_mask, outputs.dtype)[:, :, None]  # (B, T, 1)
-        return outputs * keep_steps, weights, self._state_output(last["state"])
+        return outputs * keep_steps, weights, self._cells.state_output(last["state"])
 
     def _call_without_input_feeding(self, prepared, memory_mask, training):
         """`call` without input feeding: the recurrence alone, then the attention.
 
         The recurrence does not read the attention: it runs alone, then the
-        attention attends for all steps at once (its own sequence form).
+        attention attends for all steps at once (its own sequence form), and
+        h̃ is computed for all steps at once.
         """
+        cells = self._cells
         memory = prepared.memory
         cell_weights = prepared.cell_weights
         dtype = self.compute_dtype
@@ -157,25 +165,24 @@ class LuongDecoder(BaseDecoder):
 
         def recur(carry, inputs):
             prev = carry["state"]
-            output, new = self._cell_step(inputs["x"], None, prev, cell_weights, training)
+            output, new = cells.step(inputs["x"], None, prev, cell_weights, training)
             keep = inputs["mask"][:, None]
-            new = tuple(ops.where(keep, n, p) for n, p in zip(new, prev, strict=True))
-            carry = {"state": new}
-            if not self._builtin_cell:
+            carry = {"state": keep_previous(keep, new, prev)}
+            if not cells.builtin:
                 carry["output"] = output  # s_t; for Keras' cells also a state
             return carry, carry
 
         init = {}
-        if not self._builtin_cell:
+        if not cells.builtin:
             init["output"] = ops.zeros((batch, self.units), dtype=dtype)
-        last, stacked = self._scan_steps(recur, prepared, init)
-        queries = stacked["output"] if not self._builtin_cell else stacked["state"][0]
+        last, stacked = scan_steps(recur, prepared, init, cells, False)
+        queries = stacked["output"] if not cells.builtin else stacked["state"][0]
         states = ops.transpose(queries, (1, 0, 2))  # (B, T, units)
         contexts, weights = self._attend_sequence(
             states, memory, prepared.processed_keys, memory_mask, prepared.step_mask, training
         )  # query = s_t for every t: (B, T, d_h), (B, T, T_enc)
-        outputs = self._combine(contexts, states)
-        return outputs * keep_steps, weights * keep_steps, self._state_output(last["state"])
+        outputs = self.attentional(ops.concatenate([contexts, states], axis=-1))  # h̃
+        return outputs * keep_steps, weights * keep_steps, cells.state_output(last["state"])
 
     def get_decode_state(self, memory, initial_state=None, memory_mask=None):
         decode_state = super().get_decode_state(memory, initial_state, memory_mask)
@@ -203,23 +210,17 @@ class LuongDecoder(BaseDecoder):
             `(output, weights, decode_state)`: h̃_t (batch, output_units),
             weights (batch, T_enc), the next state.
         """
-        self._check_step_input(target_embedding, decode_state)
-        prev = self._decode_state_tuple(decode_state)
-        embedding = ops.cast(target_embedding, self.compute_dtype)
+        embedding, prev, attention_state, attend = self._step_inputs(target_embedding, decode_state)
         feed = decode_state["attentional"] if self.input_feeding else None  # h̃_{t-1}
-        query, new = self._cell_step(
-            self._cell_input_projection(embedding), feed, prev, self._cell_weights(), False
-        )
-        mask = ops.cast(decode_state["memory_mask"], "bool")
-        context, weights, attention_state = self._attend_step(
-            query,  # s_t
-            decode_state["memory"],
-            decode_state["processed_keys"],
-            mask,
-            self._decode_attention_state(decode_state),
+        output, weights, new, attention_state = self._recurrence(
+            self._cells.input_projection(embedding),
+            feed,
+            prev,
+            attention_state,
+            attend,
+            self._cells.weights(),
             False,
         )
-        output = self._combine(context, query)
         decode_state = self._with_state(decode_state, new, attention_state)
         if self.input_feeding:
             decode_state["attentional"] = output

@@ -1,4 +1,4 @@
-"""`CellMachinery`: the recurrent cell of a decoder, and the fused fast path.
+"""`CellRunner`: the recurrent cell of a decoder, and the fused fast path.
 
 Two kinds of cell. The built-in one (`units` and `cell_type`) is a Keras
 `GRUCell` or `LSTMCell` (its weights, its initializers, its serialization)
@@ -6,10 +6,12 @@ whose update is written out here, so that the projection of the target
 embeddings, which do not depend on the recurrence, is computed once for all
 steps instead of once per step. Any other Keras RNN cell (`cell=`) is called
 as it is at every step, on the concatenation of its inputs, with its flat list
-of states. `BaseDecoder` takes these methods from this class.
+of states. A decoder holds one `CellRunner` and the cell itself (the cell is
+the decoder's sub-layer: its weights are saved under the decoder).
 """
 
 import copy
+import inspect
 
 import keras
 from keras import ops
@@ -17,37 +19,77 @@ from keras import ops
 _CELL_TYPES = ("gru", "lstm")
 
 
-class CellMachinery:
-    """The cell part of `BaseDecoder`: state layout, the step of the cell, its dropout."""
+class CellRunner:
+    """The cell of a decoder: its state layout, one step of it, its dropout masks.
 
-    def _init_cell(self, units, cell_type, cell):
+    Args:
+        units: the size of the cell's output (checked by `cell_arguments`).
+        cell_type: "gru" or "lstm" for the built-in cell; None with `cell`.
+        cell: a Keras RNN cell, or None for the built-in cell, made here.
+        dtype_policy: the decoder's dtype policy: the built-in cells take it,
+            and every tensor the runner returns is in its compute dtype.
+
+    The runner holds no weights of its own; `build(embedding_dim, extra_dim)`
+    builds the cell for inputs [y_{t-1}; extra].
+    """
+
+    def __init__(self, units, cell_type, cell, dtype_policy):
         self.units = units
         self.cell_type = None if cell is not None else cell_type
+        self.dtype_policy = dtype_policy
         # The built-in cell has its update written out (the fused fast path).
-        self._builtin_cell = cell is None
-        self.cell = self._make_cell("cell") if cell is None else cell
-        # Flat state sizes, and the state that holds the cell's output.
+        self.builtin = cell is None
+        self.cell = self.make_cell("cell") if cell is None else cell
+        # Flat state sizes, and the index of the state that holds the output.
         if cell is None:
-            self._state_sizes = [units] * (1 if cell_type == "gru" else 2)
-            self._output_state = 0
+            self.state_sizes = [units] * (1 if cell_type == "gru" else 2)
+            self.output_state = 0
         else:
-            self._state_sizes = keras.tree.flatten(cell.state_size)
-            self._output_state = _output_state_index(cell)
+            self.state_sizes = keras.tree.flatten(cell.state_size)
+            self.output_state = _output_state_index(cell)
+        self.takes_training = cell is not None and call_takes_training(cell)
+        self.embedding_dim = None
 
-    def _make_cell(self, name):
-        # Sub-layers take this layer's policy: with the global one, a decoder
+    @property
+    def compute_dtype(self):
+        return self.dtype_policy.compute_dtype
+
+    def make_cell(self, name):
+        """A new built-in cell of this runner's type, units and dtype policy."""
+        # Sub-layers take the decoder's policy: with the global one, a decoder
         # built with `dtype="mixed_float16"` would mix float16 and float32.
         policy = self.dtype_policy
         if self.cell_type == "gru":
             return keras.layers.GRUCell(self.units, reset_after=True, name=name, dtype=policy)
         return keras.layers.LSTMCell(self.units, name=name, dtype=policy)
 
+    def build(self, embedding_dim, extra_dim):
+        """Builds the cell for the input [y_{t-1} (embedding_dim); extra (extra_dim)].
+
+        A cell given with `cell=` that is built already (deserialized) is kept.
+        """
+        self.embedding_dim = embedding_dim
+        if self.builtin or not self.cell.built:
+            self.cell.build((None, embedding_dim + extra_dim))
+
     @property
     def state_size(self):
         """The number of state tensors of the cell (flattened)."""
-        return len(self._state_sizes)
+        return len(self.state_sizes)
 
-    def _cell_input_projection(self, inputs):
+    def state_keys(self):
+        """The keys of the recurrent states in a decode state, in the cell's order.
+
+        "h" (and "c" for an LSTM) for the built-in cell; "state_0", "state_1",
+        ... (the flattened `state_size`) for a cell given with `cell=`.
+        """
+        if self.builtin:
+            return ["h", "c"][: self.state_size]
+        return [f"state_{i}" for i in range(self.state_size)]
+
+    # ------------------------------------------------------------ one step
+
+    def input_projection(self, inputs):
         """The part of the cell's input transform that depends on `inputs` only.
 
         inputs: (..., embedding_dim) → (..., gates·units), input bias included.
@@ -55,27 +97,27 @@ class CellMachinery:
         inputs come back in the compute dtype.
         """
         dtype = self.compute_dtype
-        if not self._builtin_cell:
+        if not self.builtin:
             return ops.cast(inputs, dtype)
         kernel = ops.cast(self.cell.kernel, dtype)[: self.embedding_dim]
         projected = ops.matmul(ops.cast(inputs, dtype), kernel)
-        return projected + self._cell_biases(self.cell)[0]
+        return projected + self.biases(self.cell)[0]
 
-    def _cell_biases(self, cell):
-        """`(input bias, recurrent bias or None)` of a cell, in the compute dtype."""
+    def biases(self, cell):
+        """`(input bias, recurrent bias or None)` of a built-in cell, in the compute dtype."""
         bias = ops.cast(cell.bias, self.compute_dtype)
         if self.cell_type == "gru":
             return bias[0], bias[1]  # reset_after: (input bias, recurrent bias)
         return bias, None  # LSTM: one bias
 
-    def _cell_weights(self):
+    def weights(self):
         """The cell weights that every step reads, in the compute dtype.
 
         A loop reads them once, before it starts, and passes them to each
         step: cast and sliced inside the loop they would be copied every step.
         None for a cell given with `cell=` (it reads its own weights).
         """
-        if not self._builtin_cell:
+        if not self.builtin:
             return None
         dtype = self.compute_dtype
         weights = {
@@ -83,25 +125,26 @@ class CellMachinery:
             "recurrent_kernel": ops.cast(self.cell.recurrent_kernel, dtype),
         }
         if self.cell_type == "gru":
-            weights["recurrent_bias"] = self._cell_biases(self.cell)[1]
+            weights["recurrent_bias"] = self.biases(self.cell)[1]
         return weights
 
-    def _cell_extra_projection(self, extra, weights=None):
+    def extra_projection(self, extra, weights=None):
         """The cell's input transform of the extra input (context or h̃).
 
-        weights: from `_cell_weights` (read here when None).
+        weights: from `weights()` (read here when None).
         """
-        weights = weights or self._cell_weights()
+        weights = weights or self.weights()
         return ops.matmul(extra, weights["extra_kernel"])
 
-    def _cell_update(self, x_projected, state, weights=None):
-        """One step of the Keras cell, given its projected input.
+    def update(self, x_projected, state, weights=None):
+        """One step of a built-in cell, given its projected input.
 
         x_projected: (B, gates·units) = [inputs; extra] @ kernel + input bias.
         state: tuple (h,) for GRU, (h, c) for LSTM, each (B, units).
-        weights: from `_cell_weights` (read here when None).
+        weights: from `weights()` (read here when None), or those of another
+            built-in cell of the same type (the conditional GRU's second cell).
         """
-        weights = weights or self._cell_weights()
+        weights = weights or self.weights()
         h_prev = state[0]
         recurrent = ops.matmul(h_prev, weights["recurrent_kernel"])
         if self.cell_type == "gru":
@@ -124,17 +167,18 @@ class CellMachinery:
         h = o * ops.tanh(c)
         return (h, c)
 
-    def _cell_step(self, x, extra, state, weights=None, training=None):
+    def step(self, x, extra, state, weights=None, training=None):
         """One step of the cell: `(output (B, units), new state tuple)`.
 
-        x: from `_cell_input_projection` (of y_{t-1}); extra: None, or the
-        second part of the cell's input (the context or h̃), (B, d);
-        state: the flat state tuple; weights: from `_cell_weights`.
+        x: from `input_projection` (of y_{t-1}); extra: None, or the second
+        part of the cell's input (the context or h̃), (B, d); state: the flat
+        state tuple; weights: from `weights()`; training: passed to a cell
+        whose `call` takes a `training` argument.
         """
-        if self._builtin_cell:
+        if self.builtin:
             if extra is not None:
-                x = x + self._cell_extra_projection(extra, weights)
-            new = self._cell_update(x, state, weights)
+                x = x + self.extra_projection(extra, weights)
+            new = self.update(x, state, weights)
             return new[0], new
         if extra is not None:
             x = ops.concatenate([x, ops.cast(extra, x.dtype)], axis=-1)  # (B, d_in)
@@ -143,9 +187,7 @@ class CellMachinery:
         sizes = self.cell.state_size
         structure = [sizes] if isinstance(sizes, int) else list(sizes)
         states = keras.tree.pack_sequence_as(structure, list(state))
-        kwargs = {}
-        if getattr(self.cell, "_call_has_training_arg", False):
-            kwargs["training"] = training
+        kwargs = {"training": training} if self.takes_training else {}
         output, new = self.cell(x, states, **kwargs)
         dtype = self.compute_dtype
         new = tuple(ops.cast(n, dtype) for n in keras.tree.flatten(new))
@@ -158,15 +200,17 @@ class CellMachinery:
             )
         return ops.cast(output, dtype), new
 
-    def _cell_dropout_masks(self, batch, input_dim, training):
+    # ------------------------------------------------------ dropout, states
+
+    def draw_dropout_masks(self, batch, input_dim, training):
         """Draws the dropout masks of Keras' cells before the loop, as `RNN` does.
 
         A cell with `dropout` or `recurrent_dropout` (GRUCell, LSTMCell,
         SimpleRNNCell, also inside StackedRNNCells) caches one mask per call
         of the sequence; drawn inside the loop, on JAX, the draw would leak a
-        tracer. `_reset_cell_dropout_masks` clears them after the loop.
+        tracer. `reset_dropout_masks` clears them after the loop.
         """
-        if self._builtin_cell or not training:
+        if self.builtin or not training:
             return
         dtype = self.compute_dtype
         cells = _sub_cells(self.cell)
@@ -180,8 +224,9 @@ class CellMachinery:
                     cell.get_recurrent_dropout_mask(state)
             input_dim = _cell_output_size(cell)
 
-    def _reset_cell_dropout_masks(self):
-        if self._builtin_cell:
+    def reset_dropout_masks(self):
+        """Clears the masks `draw_dropout_masks` drew, after the loop."""
+        if self.builtin:
             return
         for cell in _sub_cells(self.cell):
             if hasattr(cell, "reset_dropout_mask"):
@@ -189,23 +234,14 @@ class CellMachinery:
             if hasattr(cell, "reset_recurrent_dropout_mask"):
                 cell.reset_recurrent_dropout_mask()
 
-    def _state_keys(self):
-        """The keys of the recurrent states in the decode state, in the cell's order.
-
-        "h" (and "c" for an LSTM) for the built-in cell; "state_0", "state_1",
-        ... (the flattened `state_size`) for a cell given with `cell=`.
-        """
-        if self._builtin_cell:
-            return ["h", "c"][: self.state_size]
-        return [f"state_{i}" for i in range(self.state_size)]
-
-    def _as_state_tuple(self, state):
-        if not self._builtin_cell:
+    def as_state_tuple(self, state):
+        """A state given by the caller as the flat tuple the loop carries."""
+        if not self.builtin:
             # A cell's states may come nested like its `state_size`
             # ([h_1, [h_2, c_2]] for StackedRNNCells): flattened here.
             states = tuple(keras.tree.flatten(state))
             if len(states) != self.state_size:
-                shapes = ", ".join(f"(batch, {n})" for n in self._state_sizes)
+                shapes = ", ".join(f"(batch, {n})" for n in self.state_sizes)
                 raise ValueError(
                     "Invalid value for argument `initial_state`. Expected "
                     f"{self.state_size} tensor(s), one per state of the cell "
@@ -225,13 +261,14 @@ class CellMachinery:
             )
         return states
 
-    def _initial_state_tuple(self, initial_state, batch):
+    def initial_state(self, initial_state, batch):
+        """The state tuple a loop starts from: `initial_state`, or zeros."""
         dtype = self.compute_dtype
         if initial_state is None:
-            return tuple(ops.zeros((batch, size), dtype=dtype) for size in self._state_sizes)
-        return tuple(ops.cast(s, dtype) for s in self._as_state_tuple(initial_state))
+            return tuple(ops.zeros((batch, size), dtype=dtype) for size in self.state_sizes)
+        return tuple(ops.cast(s, dtype) for s in self.as_state_tuple(initial_state))
 
-    def _state_output(self, state):
+    def state_output(self, state):
         """The final state `call` returns: one tensor for a one-state cell, else a list."""
         return state[0] if len(state) == 1 else list(state)
 
@@ -333,3 +370,16 @@ def _cell_output_size(cell):
     if size is None:
         size = keras.tree.flatten(cell.state_size)[_output_state_index(cell)]
     return int(size)
+
+
+def call_takes_training(layer):
+    """Whether `layer.call` names a `training` parameter (Keras' own rule).
+
+    Keras passes `training` only to a `call` that declares it; read here from
+    the signature, not from a private attribute of the layer.
+    """
+    try:
+        parameters = inspect.signature(layer.call).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: no signature
+        return False
+    return "training" in parameters
