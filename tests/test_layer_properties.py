@@ -430,14 +430,14 @@ def test_dropout_acts_on_weights_only_in_training(variant, seed):
 
 
 @pytest.mark.parametrize("heads", [1, 2])
-def test_dropout_mask_drops_at_the_rate_in_training_only(heads):
+def test_step_noise_drops_at_the_rate_in_training_only(heads):
     layer = LuongAttention(num_heads=heads, dropout=0.3, seed=5)
-    shape = (40, 16, 2, 10) if heads > 1 else (40, 16, 10)  # (T, batch, [H,] T_v)
-    assert layer.dropout_mask(shape, training=False) is None
-    assert layer.dropout_mask(shape) is None
-    assert LuongAttention(dropout=0.0).dropout_mask(shape, training=True) is None
-    mask = np.asarray(layer.dropout_mask(shape, training=True))
-    assert mask.shape == shape
+    shape = (40, 16, 10)  # (T, batch, T_v)
+    assert layer.step_noise(shape, training=False) is None
+    assert layer.step_noise(shape) is None
+    assert LuongAttention(dropout=0.0).step_noise(shape, training=True) is None
+    mask = np.asarray(layer.step_noise(shape, training=True))
+    assert mask.shape == ((40, 16, 2, 10) if heads > 1 else shape)  # (T, batch, [H,] T_v)
     assert set(np.unique(mask)) <= {0.0, np.float32(1 / 0.7)}
     # 6,400 or 12,800 draws: the rate within 4 standard deviations.
     fraction = np.mean(mask == 0.0)
@@ -457,31 +457,33 @@ def _context_of(weights, value, heads):
     return context[:, 0] if single_step else context
 
 
-@pytest.mark.parametrize("single_step", [False, True])
 @pytest.mark.parametrize("variant", ["bahdanau", "luong_dot_heads"])
-def test_attend_applies_a_given_dropout_mask(variant, single_step, seed):
+def test_attend_step_applies_the_given_noise_as_dropout_masks(variant, seed):
     rng = np.random.default_rng(seed)
-    inputs = make_inputs(variant, rng, batch=4, t_v=9, single_step=single_step)
+    inputs = make_inputs(variant, rng, batch=4, t_v=9, single_step=True)
     layer = build(make_layer(variant, dropout=0.5, seed=seed), inputs)
     keys = layer.precompute_keys(inputs["key"])
-    _, expected = layer.attend(inputs["query"], inputs["value"], keys)
-    expected = np.asarray(expected)  # (B, [H,] [T_q,] T_v)
+    # Each head's weights, without dropout: (B, [H,] T_v).
+    expected = np.asarray(layer(**inputs, return_attention_scores=True)[1])
     mask = rng.choice([0.0, 2.0], size=expected.shape).astype("float32")
-    # The given mask, whatever `training` says: the caller drew it for training.
-    context, weights = layer.attend(
-        inputs["query"], inputs["value"], keys, dropout_mask=mask, training=False
+    # The given masks, whatever `training` says: the caller drew them for training.
+    context, weights, _ = layer.attend_step(
+        inputs["query"], inputs["value"], keys, {}, noise=mask, training=False
     )
-    np.testing.assert_allclose(weights, expected * mask, rtol=1e-6, atol=1e-7)
-    expected_context = _context_of(expected * mask, inputs["value"], layer.num_heads)
+    dropped = expected * mask
+    expected_context = _context_of(dropped, inputs["value"], layer.num_heads)
+    if layer.num_heads > 1:
+        dropped = dropped.mean(axis=1)  # the contract's weights: the heads' average
+    np.testing.assert_allclose(weights, dropped, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(context, expected_context, rtol=RTOL, atol=ATOL)
 
 
-def test_dropout_mask_of_the_wrong_shape_is_an_error():
-    inputs = make_inputs("bahdanau", np.random.default_rng(0))
+def test_noise_of_the_wrong_shape_is_an_error():
+    inputs = make_inputs("bahdanau", np.random.default_rng(0), single_step=True)
     layer = build(make_layer("bahdanau", dropout=0.5), inputs)
     keys = layer.precompute_keys(inputs["key"])
-    with pytest.raises(ValueError, match=r"`dropout_mask`.*\(batch, T_q, T_v\)=\(2, 3, 5\)"):
-        layer.attend(inputs["query"], inputs["value"], keys, dropout_mask=np.ones((2, 5)))
+    with pytest.raises(ValueError, match=r"`noise`.*\(batch, T_v\)=\(2, 5\).*step_noise"):
+        layer.attend_step(inputs["query"], inputs["value"], keys, {}, noise=np.ones((2, 4)))
 
 
 # -------------------------------------------------------------------- laws

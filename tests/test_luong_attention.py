@@ -137,16 +137,26 @@ def test_single_decoder_step_equals_row_of_sequence(variant, row):
 
 @pytest.mark.parametrize("variant", LUONG_VARIANTS)
 @pytest.mark.parametrize("single_step", [False, True])
-def test_precompute_keys_then_attend_equals_call(variant, single_step):
+def test_precompute_keys_then_the_contracts_steps_equal_call(variant, single_step):
     rng = np.random.default_rng(6)
     inputs = make_inputs(variant, rng, single_step=single_step)
     layer = build(make_layer(variant), inputs)
     value_mask = np.array([[True, True, True, False, False], [True] * 5])
     context, weights = layer(**inputs, value_mask=value_mask, return_attention_scores=True)
     processed_keys = layer.precompute_keys(inputs["key"])
-    step_context, step_weights = layer.attend(
-        inputs["query"], inputs["value"], processed_keys, value_mask=value_mask
-    )
+    # The contract's door: one step, or the sequence, from the processed keys.
+    if single_step:
+        step_context, step_weights, state = layer.attend_step(
+            inputs["query"], inputs["value"], processed_keys, {}, value_mask=value_mask
+        )
+    else:
+        step_context, step_weights, state = layer.attend_sequence(
+            inputs["query"], inputs["value"], processed_keys, value_mask=value_mask
+        )
+    assert state == {}
+    weights = np.asarray(weights)
+    if weights.ndim > len(inputs["query"].shape):  # each head's: the contract averages
+        weights = weights.mean(axis=1)
     np.testing.assert_allclose(step_context, context, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(step_weights, weights, rtol=RTOL, atol=ATOL)
 

@@ -112,13 +112,13 @@ def test_permute_with_a_seed_repeats_its_order():
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_dropout_mask_draws_what_attend_reads(mode):
+def test_step_noise_draws_what_attend_step_reads(mode):
     # A decoder draws every step's random numbers before its loop; the same
     # draws give the same weights.
     rng = np.random.default_rng(5)
     inputs = make_inputs("bahdanau", rng, batch=3, t_v=T_V, single_step=True)
     layer = wrapped("bahdanau", mode, inputs)
-    draws = layer.dropout_mask((4, 3, T_V), training=False)  # (T_dec, B, T_v)
+    draws = layer.step_noise((4, 3, T_V), training=False)  # (T_dec, B, T_v)
     if mode == "uniform":
         assert draws is None
         return
@@ -126,21 +126,21 @@ def test_dropout_mask_draws_what_attend_reads(mode):
     processed = layer.precompute_keys(inputs["key"])
     step = {key: value[1] for key, value in draws.items()}  # step 1: (B, T_v)
     mask = value_mask()
-    first = layer.attend(
-        inputs["query"], inputs["value"], processed, value_mask=mask, dropout_mask=step
+    first, second = (
+        layer.attend_step(
+            inputs["query"], inputs["value"], processed, {}, value_mask=mask, noise=step
+        )
+        for _ in range(2)
     )
-    second = layer.attend(
-        inputs["query"], inputs["value"], processed, value_mask=mask, dropout_mask=step
-    )
-    for a, b in zip(first, second, strict=True):
+    for a, b in zip(first[:2], second[:2], strict=True):
         np.testing.assert_array_equal(a, b)
 
 
-def test_dropout_mask_in_training_draws_the_wrapped_layers_mask_too():
+def test_step_noise_in_training_draws_the_wrapped_layers_mask_too():
     rng = np.random.default_rng(6)
     inputs = make_inputs("bahdanau", rng, single_step=True)
     inner = build(make_layer("bahdanau", dropout=0.5, seed=1), inputs)
-    draws = OverriddenAttention(inner, "permute").dropout_mask((4, 2, T_V), training=True)
+    draws = OverriddenAttention(inner, "permute").step_noise((4, 2, T_V), training=True)
     assert sorted(draws) == ["dropout", "keys"]
     assert tuple(draws["dropout"].shape) == (4, 2, T_V)
 

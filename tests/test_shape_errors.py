@@ -194,7 +194,7 @@ def test_processed_keys_of_other_length_raise(mode):
     value = _tensor((2, 5, 6), mode)
     processed_keys = layer.precompute_keys(_tensor((2, 4, 6), mode))
     with pytest.raises(ValueError) as info:
-        layer.attend(query, value, processed_keys)
+        layer.attend_sequence(query, value, processed_keys)
     message = str(info.value)
     for fragment in [
         "`processed_keys`",

@@ -109,23 +109,35 @@ class ContentAttention(BaseAttention):
     # ------------------------------------------------------- the contract
 
     def step_noise(self, shape, training=None):
-        """The dropout masks of many steps, drawn before a loop (see `dropout_mask`).
+        """The dropout masks of many steps, drawn before a loop.
 
-        shape: (T, batch, T_v); with several heads the masks are
-        (T, batch, num_heads, T_v).
+        A decoder draws the masks of all its steps at once, before its loop,
+        and passes one to `attend_step` at each step as `noise` (as Keras'
+        RNN layers do with their dropout masks): the same training on every
+        backend, and no random draw inside a JAX scan.
+
+        Args:
+            shape: (T, batch, T_v); with several heads the masks are
+                (T, batch, num_heads, T_v).
+            training: whether dropout is active.
+
+        Returns:
+            None when nothing is dropped (not training, or `dropout=0`);
+            otherwise masks in the compute dtype, 0 where a weight is dropped
+            and 1 / (1 - dropout) elsewhere.
         """
         shape = tuple(shape)
         if self.num_heads > 1:
             shape = shape[:2] + (self.num_heads,) + shape[2:]
-        return self.dropout_mask(shape, training)
+        return self._dropout_mask(shape, training)
 
     def attend_step(self, *args, **kwargs):
         """One step of the contract: the arguments and returns of `BaseAttention.attend_step`.
 
         The weights depend on the query and keys alone: the state is the empty
         dict, passed on. With several heads, the weights returned are the
-        average of the heads' (the alignment a plot shows); `attend` gives
-        each head's.
+        average of the heads' (the alignment a plot shows); the Keras call
+        gives each head's.
         """
         step = bound_arguments(super().attend_step, args, kwargs)
         self._check_state(step["attention_state"], tuple(step["value"].shape))
@@ -142,12 +154,12 @@ class ContentAttention(BaseAttention):
         return self._attend_averaged(sequence, None)
 
     def _attend_averaged(self, arguments, noise):
-        """`attend` as the contract returns it: `(context, the heads' average weights, {})`.
+        """`_attend` as the contract returns it: `(context, the heads' average weights, {})`.
 
         arguments: those of `attend_step` or `attend_sequence`, by name.
         """
         query = arguments["query"]
-        context, weights = self.attend(
+        context, weights = self._attend(
             query,
             arguments["value"],
             arguments["processed_keys"],
@@ -176,7 +188,7 @@ class ContentAttention(BaseAttention):
             key: (batch, T_v, d_k).
 
         Returns:
-            The processed keys that `attend` takes; their shape depends on the
+            The processed keys that the steps read; their shape depends on the
             score (see the class docstring).
         """
         raise self._not_implemented("precompute_keys(key)")
@@ -192,16 +204,16 @@ class ContentAttention(BaseAttention):
     def _call_attend(
         self, query, value, key, query_mask, value_mask, training, attention_state=None
     ):
-        # `attend`, not `attend_step`: `call` returns the weights of each head.
+        # `_attend`, not `attend_step`: `call` returns the weights of each head.
         # Masked keys are zeroed before the projection, not only after: a NaN
         # there would otherwise reach the gradient of the key projection.
         processed_keys = self.precompute_keys(zero_masked(key, value_mask))
-        context, weights = self.attend(
+        context, weights = self._attend(
             query, value, processed_keys, query_mask, value_mask, training
         )
         return context, weights, {}
 
-    def attend(
+    def _attend(
         self,
         query,
         value,
@@ -213,10 +225,9 @@ class ContentAttention(BaseAttention):
         *,
         _memory_zeroed=False,
     ):
-        """Attends with keys already processed by `precompute_keys`.
+        """What `attend_step`, `attend_sequence` and `call` compute: each head's weights.
 
-        A decoder calls `precompute_keys(memory)` once per batch and `attend`
-        at every step, so the keys are projected once, not once per step.
+        The keys come from `precompute_keys`, projected once per batch.
         Masked values and processed keys, and padded queries, are never read:
         a NaN or inf there does not reach the context or the weights.
 
@@ -227,11 +238,9 @@ class ContentAttention(BaseAttention):
             query_mask: optional bool (batch, T_q) or (batch,).
             value_mask: optional bool (batch, T_v).
             training: whether dropout is active.
-            dropout_mask: optional mask from `dropout_mask(...)`, of the shape
+            dropout_mask: optional slice of `step_noise(...)`, of the shape
                 of the returned weights, used instead of a draw here (and
-                whatever `training` says). Inside a loop over time (a scan),
-                pass masks drawn before the loop: a random draw inside a JAX
-                scan leaks a tracer.
+                whatever `training` says).
 
         Returns:
             `(context, weights)`: context (batch, T_q, d_v) or (batch, d_v);
@@ -321,13 +330,8 @@ class ContentAttention(BaseAttention):
         context = ops.einsum("bhqv,bvhd->bqhd", weights, value_heads)
         return ops.reshape(context, (batch, t_q, self.value_dim))  # (B, T_q, d_v)
 
-    def dropout_mask(self, shape, training=None):
-        """Draws a dropout mask of the attention weights, for `attend`.
-
-        A decoder draws the masks of all its steps at once, before its loop,
-        and passes one to `attend` at each step (as Keras' RNN layers do with
-        their dropout masks): the same training on every backend, and no
-        random draw inside a JAX scan.
+    def _dropout_mask(self, shape, training=None):
+        """Draws a dropout mask of the attention weights (`step_noise` draws through it).
 
         Args:
             shape: the shape of the mask, e.g. (T_dec, batch, T_v) for the
@@ -360,8 +364,9 @@ class ContentAttention(BaseAttention):
         symbols += " T_v)"
         if not shapes_compatible(mask_shape, weights_shape):
             raise _arg_error(
-                "dropout_mask",
-                f"{symbols}={shape_str(weights_shape)}, the shape of the weights",
+                "noise",
+                f"{symbols}={shape_str(weights_shape)}, the shape of the weights, a slice "
+                "of step_noise(...)",
                 tuple(mask_shape),
             )
 

@@ -6,7 +6,9 @@ layer wraps a trained content-only attention layer, lets it compute its
 weights, and replaces them (docs/attention_is_not_explanation.md).
 
 The decoders know nothing of it: they call its `precompute_keys`,
-`step_noise` and `attend_step` as they call any attention layer's.
+`step_noise` and `attend_step` as they call any attention layer's, and its
+`step_noise` returns a dict of draws ("dropout", "keys"), sliced per step as
+a tensor is.
 `overridden_decoder` gives a copy of a trained decoder whose attention is
 wrapped; the translation toolkit's `explain` command decodes with one.
 """
@@ -36,8 +38,8 @@ class OverriddenAttention(ContentAttention):
     layer ablates the trained model.
 
     In a decoder the random keys of "permute" for every step are drawn before
-    the decoder's loop, by `dropout_mask` (as the dropout masks are: no random
-    draw inside a JAX scan); called outside a loop, `attend` draws them.
+    the decoder's loop, by `step_noise` (as the dropout masks are: no random
+    draw inside a JAX scan); the Keras call draws them itself.
 
     Args:
         attention: the layer whose weights are replaced (or its serialized
@@ -110,12 +112,12 @@ class OverriddenAttention(ContentAttention):
         """The wrapped layer's processed keys."""
         return self.attention.precompute_keys(key)
 
-    def dropout_mask(self, shape, training=None):
-        """Draws the random numbers of many queries at once, for `attend`.
+    def _dropout_mask(self, shape, training=None):
+        """Draws the random numbers of many queries at once (`step_noise` calls it).
 
-        A decoder calls it before its loop, with the shape of its weights for
-        all steps (T_dec, batch, T_v), and passes each step's slice to
-        `attend`.
+        A decoder calls `step_noise` before its loop, with the shape of its
+        weights for all steps (T_dec, batch, T_v), and passes each step's
+        slice to `attend_step` as `noise`.
 
         Returns:
             None when nothing is random ("uniform" without dropout), else a
@@ -124,7 +126,7 @@ class OverriddenAttention(ContentAttention):
             keys that order "permute".
         """
         draws = {}
-        mask = self.attention.dropout_mask(shape, training)
+        mask = self.attention._dropout_mask(shape, training)
         if mask is not None:
             draws["dropout"] = mask
         if self.mode == "permute":
@@ -134,15 +136,15 @@ class OverriddenAttention(ContentAttention):
     def _permutation_keys(self, shape):
         return keras.random.uniform(shape, seed=self.seed_generator, dtype="float32")
 
-    def attend(self, *args, **kwargs):
-        """The wrapped layer's `attend` (the same arguments), with its weights replaced.
+    def _attend(self, *args, **kwargs):
+        """The wrapped layer's weights (the same arguments), replaced.
 
-        dropout_mask: None (draws here), or a slice of what `dropout_mask`
+        dropout_mask: None (draws here), or a slice of what `step_noise`
         returned, of the shape of the weights (batch, [T_q,] T_v).
         """
-        arguments = bound_arguments(super().attend, args, kwargs)
+        arguments = bound_arguments(super()._attend, args, kwargs)
         draws = {} if arguments["dropout_mask"] is None else arguments["dropout_mask"]
-        _, weights = self.attention.attend(
+        _, weights = self.attention._attend(
             **{**arguments, "dropout_mask": draws.get("dropout")}
         )  # (B, [T_q,] T_v)
         value_mask, query_mask = arguments["value_mask"], arguments["query_mask"]
