@@ -14,6 +14,7 @@ import importlib
 import inspect
 import json
 import os
+import random
 import shutil
 import subprocess
 import unicodedata
@@ -156,3 +157,21 @@ def test_litert_app_reads_postprocess_from_the_packages_file(references):
     assert Path(inspect.getsourcefile(app_postprocess)).resolve() == Path(package_file).resolve()
     texts = [_split_like_the_tokenizer(s.lower()) for s in references]
     assert [app_postprocess(t, "fr", capitalize=True) for t in texts] == _command_line(texts)
+
+
+# Tokens that reach every rule: hyphens, decimals, elisions, each quote kind,
+# brackets, currency, the French spaced punctuation, CJK, Moses' @-@.
+POOL = (
+    "l ' homme d ' aujourd hui t - shirt 1 , 5 3 . 2 « » \" \" ' ' ` `` '' „ “ ” "
+    "( ) [ ] { } ? ! : ; % \\ . , $ € ¿ ¡ @-@ 日本 語 é ÉTÉ ß ǅ x2 _ - –"
+).split(" ")
+
+
+def test_random_token_strings_read_the_same_on_the_page(tmp_path):
+    rng = random.Random(0)
+    texts = [" ".join(rng.choices(POOL, k=rng.randint(0, 14))) for _ in range(2000)]
+    page = _page(texts, tmp_path)
+    differ = [
+        (t, p, e) for t, p, e in zip(texts, page, _command_line(texts), strict=True) if p != e
+    ]
+    assert not differ, f"{len(differ)} of {len(texts)} differ, first: {differ[:3]}"
