@@ -245,7 +245,8 @@ class TrainingRun:
         Args:
             model: a compiled Keras model, or a function of no arguments
                 returning one (built inside `setup`).
-            x, y: the training data, as `model.fit` takes them.
+            x: the training data, as `model.fit` takes it.
+            y: the targets, as `model.fit` takes them (None for a dataset).
             epochs: the epochs of the whole run (a resumed run does the rest).
             validation_data: as `model.fit` takes it; the best model is
                 chosen on `monitor`, a validation value by default.
@@ -262,10 +263,12 @@ class TrainingRun:
             **fit_kwargs: passed on to `model.fit` (`steps_per_epoch`, ...).
 
         Raises:
-            The errors of `check`, `RunInUseError` (another process holds the
-            folder's lock, named), `RunWriteError` (a read-only folder), and
-            `keras_attention.training.atomic.DiskFullError` (the disk filled
-            up; the run resumes once there is space).
+            RunFolderError: as `check` raises it; `RunInUseError` when another
+                process holds the folder's lock (named).
+            CorruptRunError: as `check` raises it.
+            RunWriteError: the folder cannot be written (read-only).
+            keras_attention.training.atomic.DiskFullError: the disk filled
+                up; the run resumes once there is space.
         """
         if self._lock is None:
             with self:
