@@ -79,10 +79,13 @@ def test_a_start_id_outside_the_target_vocabulary_is_refused(model, value):
     assert f"start_id={value}" in str(error.value)
 
 
-def test_an_end_id_past_the_vocabulary_never_ends_an_output(model):
-    generator = Seq2SeqGenerator.from_model(model, START, end_id=TARGET_VOCAB)
-    result = generator.greedy(np.array([[3, 4, 0]], np.int32), max_length=5)
-    assert result["lengths"].tolist() == [5]
+@pytest.mark.parametrize("value", [TARGET_VOCAB, TARGET_VOCAB + 7])
+def test_an_end_id_outside_the_target_vocabulary_is_refused(model, value):
+    # No logit could ever pick it: no output would end.
+    with pytest.raises(ValueError, match="argument `end_id`") as error:
+        Seq2SeqGenerator.from_model(model, START, end_id=value)
+    assert f"[0, {TARGET_VOCAB})" in str(error.value)
+    assert f"end_id={value}" in str(error.value)
 
 
 def test_start_id_equal_to_end_id_is_refused(model):
@@ -130,6 +133,108 @@ def test_a_masked_source_gives_no_warning(explicit_mask):
     assert found == []
     _, mask = generator.encode(np.array([[3, 4, 0, 0]], np.int32))
     assert ops.convert_to_numpy(mask).tolist() == [[True, True, False, False]]
+
+
+# ----------------------------------------------------------- the readout
+
+
+def _readout_model(*layers):
+    """`_model`'s encoder and decoder, `layers` then the logits as readout."""
+    keras.utils.set_random_seed(0)
+    source = keras.Input((None,), dtype="int32", name="source")
+    target_in = keras.Input((None,), dtype="int32", name="target_in")
+    embedded = keras.layers.Embedding(SOURCE_VOCAB, EMBEDDING, mask_zero=True)(source)
+    memory, state = keras.layers.GRU(UNITS, return_sequences=True, return_state=True)(embedded)
+    target = keras.layers.Embedding(TARGET_VOCAB, EMBEDDING, mask_zero=True)(target_in)
+    decoder = BahdanauDecoder(UNITS, BahdanauAttention(units=5), name="decoder")
+    x, _, _ = decoder(target, memory, initial_state=state)
+    for layer in layers:
+        x = layer(x)
+    logits = keras.layers.Dense(TARGET_VOCAB, name="logits")(x)
+    return keras.Model([source, target_in], logits, name="readout_model")
+
+
+NON_CAUSAL = {
+    "conv_same": lambda: [keras.layers.Conv1D(UNITS, 3, padding="same", name="conv_same")],
+    "conv_same_between_dense": lambda: [
+        keras.layers.Dense(UNITS, name="before"),
+        keras.layers.Conv1D(UNITS, 2, padding="same", name="conv_same_between_dense"),
+        keras.layers.LayerNormalization(name="after"),
+    ],
+    "conv_causal": lambda: [keras.layers.Conv1D(UNITS, 3, padding="causal", name="conv_causal")],
+    "gru": lambda: [keras.layers.GRU(UNITS, return_sequences=True, name="gru")],
+    "bidirectional": lambda: [
+        keras.layers.Bidirectional(
+            keras.layers.GRU(UNITS, return_sequences=True), name="bidirectional"
+        )
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(NON_CAUSAL))
+def test_a_readout_that_mixes_steps_is_refused_naming_the_layer(name):
+    # A generator runs the readout on one step: a layer that reads later
+    # steps (padding "same", bidirectional) or earlier ones (causal, wider
+    # than one step; recurrent) would give tokens other than the model's.
+    model = _readout_model(*NON_CAUSAL[name]())
+    with pytest.raises(ValueError, match=f"The layer '{name}' between the decoder 'decoder'"):
+        Seq2SeqGenerator.from_model(model, START, END)
+
+
+def test_a_refused_readout_is_one_the_generator_would_get_wrong():
+    # What the refusal prevents: without it, the generator's tokens and the
+    # model's own argmax along them differ for a causal Conv1D of kernel 3.
+    model = _trained(_readout_model(keras.layers.Conv1D(UNITS, 3, padding="causal")))
+    graph = keras_attention.generation.model_graph
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(graph, "_check_readout_acts_on_each_step", lambda *args: None)
+        with pytest.raises(AssertionError):
+            _greedy_agrees_with_teacher_forcing(model)
+
+
+def _greedy_agrees_with_teacher_forcing(model):
+    generator = Seq2SeqGenerator.from_model(model, START, END)
+    source = np.array([[3, 4, 5, 6], [7, 8, 9, 0]], np.int32)
+    tokens = generator.greedy(source, max_length=6)["tokens"]
+    # The model's own argmax along the generator's output: the same tokens.
+    target_in = np.concatenate([np.full((2, 1), START, np.int32), tokens[:, :-1]], axis=1)
+    target_in = np.where(target_in == 0, END, target_in)  # steps after END: any real id
+    logits = ops.convert_to_numpy(model([source, target_in], training=False))
+    for row, length in enumerate(generator.greedy(source, max_length=6)["lengths"]):
+        np.testing.assert_array_equal(logits[row, :length].argmax(-1), tokens[row, :length])
+
+
+PER_STEP = {
+    "conv_kernel_1": lambda: [keras.layers.Conv1D(UNITS, 1, padding="causal")],
+    "dense": lambda: [keras.layers.Dense(UNITS, activation="tanh")],
+    "dropout": lambda: [keras.layers.Dropout(0.5)],
+    "layer_norm": lambda: [keras.layers.LayerNormalization()],
+    "time_distributed": lambda: [keras.layers.TimeDistributed(keras.layers.Dense(UNITS))],
+}
+
+
+def _trained(model):
+    """`model` after a few training steps, so that the logits are not near ties."""
+    rng = np.random.default_rng(0)
+    source = rng.integers(3, SOURCE_VOCAB, (32, 5)).astype("int32")
+    target = np.concatenate([source[:, :4] % TARGET_VOCAB, np.full((32, 1), END)], 1)
+    target = np.maximum(target, 3).astype("int32")
+    target_in = np.concatenate([np.full((32, 1), START, np.int32), target[:, :-1]], 1)
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit([source, target_in], target, epochs=3, batch_size=8, verbose=0)
+    return model
+
+
+@pytest.mark.parametrize("name", sorted(PER_STEP))
+def test_a_readout_acting_on_each_step_is_accepted(name):
+    generator = Seq2SeqGenerator.from_model(_readout_model(*PER_STEP[name]()), START, END)
+    assert generator.greedy(np.array([[3, 4]], np.int32), max_length=3)["tokens"].shape == (1, 3)
+
+
+def test_a_per_step_readout_gives_the_models_own_tokens():
+    # Every accepted kind in one readout, trained a few steps.
+    layers = [layer for name in sorted(PER_STEP) for layer in PER_STEP[name]()]
+    _greedy_agrees_with_teacher_forcing(_trained(_readout_model(*layers)))
 
 
 # ------------------------------------------------------------- the model

@@ -196,13 +196,16 @@ class FunctionalGraph:
 
     # ---------------------------------------------------------- rebuilding
 
-    def rebuild(self, feeds, wanted):
+    def rebuild(self, feeds, wanted, masks=True):
         """Calls the model's layers again on new tensors.
 
         Args:
             feeds: `{Ref: tensor}`, the new tensors that stand for graph tensors
                 (a model input, or the decoder's outputs).
             wanted: a structure of `Ref`s.
+            masks: whether to pass the `mask` arguments of the calls; False
+                for the readout, whose target mask is computed from the
+                target input that it does not take.
 
         Returns:
             The structure of `wanted` with the new tensors.
@@ -219,6 +222,8 @@ class FunctionalGraph:
                         "which this piece does not take." + HOW
                     )
                 args, kwargs = self.calls[ref.call]
+                if not masks:
+                    kwargs = {k: v for k, v in kwargs.items() if k != "mask"}
                 args = _replace(args, tensor)
                 kwargs = _replace(kwargs, tensor)
                 result = self.layer(ref.layer)(*args, **kwargs)
@@ -385,9 +390,10 @@ class ModelGraph:
             outputs = keras.Input(tuple(shape[1:]), dtype=dtype, name=f"{decoder.name}_outputs")
             self.readout = keras.Model(
                 outputs,
-                graph.rebuild({output: outputs}, graph.outputs[0]),
+                graph.rebuild({output: outputs}, graph.outputs[0], masks=False),
                 name=f"{model.name}_readout",
             )
+            _check_readout_acts_on_each_step(graph, decoder.name, output, self.readout)
         # The decoder's outputs carry the target mask in `teacher_forced_logits`;
         # the logits need none (the model's own readout ignored it too).
         self.readout.supports_masking = True
@@ -474,9 +480,10 @@ def check_special_ids(start_id, end_id, target_vocabulary_size):
     Raises:
         ValueError: naming the argument, for an id that is not a non-negative
             integer, a `start_id` outside [1, target_vocabulary_size) (0 is the
-            padding id, which the model's target mask drops), or START equal
-            to END (every output would end at its first token). An `end_id`
-            past the vocabulary is allowed: the outputs then never end early.
+            padding id, which the model's target mask drops), an `end_id`
+            outside [0, target_vocabulary_size) (no logit could pick it: no
+            output would ever end), or START equal to END (every output would
+            end at its first token).
     """
     for name, value in (("start_id", start_id), ("end_id", end_id)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
@@ -490,12 +497,18 @@ def check_special_ids(start_id, end_id, target_vocabulary_size):
                 "the padding id: the model's target mask drops the positions that read "
                 "it, so the first step would see no START. Received: start_id=0"
             )
-    # An END past the vocabulary is allowed: a search that never ends early.
     if target_vocabulary_size is not None and start_id >= target_vocabulary_size:
         raise ValueError(
             "Invalid value for argument `start_id`. Expected an id in [1, "
             f"{target_vocabulary_size}), the model's target vocabulary (its logits "
             f"have {target_vocabulary_size} entries). Received: start_id={start_id}"
+        )
+    if target_vocabulary_size is not None and end_id >= target_vocabulary_size:
+        raise ValueError(
+            "Invalid value for argument `end_id`. Expected an id in [0, "
+            f"{target_vocabulary_size}), the model's target vocabulary (its logits "
+            f"have {target_vocabulary_size} entries): no output could end on "
+            f"{end_id}. Received: end_id={end_id}"
         )
     if start_id == end_id:
         raise ValueError(
@@ -545,7 +558,11 @@ def _check_readout(graph, decoder_name, decoder_call, allowed):
         if ref.call in seen:
             continue
         seen.add(ref.call)
-        for x in graph.input_refs(ref.call):
+        # The target mask that rides on the decoder's outputs (a `mask`
+        # argument, e.g. of TimeDistributed) is dropped from the readout.
+        args, kwargs = graph.calls.get(ref.call, ([], {}))
+        read = flat_refs((args, {k: v for k, v in kwargs.items() if k != "mask"}))
+        for x in read:
             if x in inputs or (graph.inputs_reached(x) and not graph.reaches(x, allowed)):
                 raise ValueError(
                     f"The layer {ref.layer!r} between the decoder {decoder_name!r} "
@@ -559,6 +576,60 @@ def _check_readout(graph, decoder_name, decoder_call, allowed):
             f"The output of {model.name!r} does not read the decoder {decoder_name!r}'s "
             "outputs." + HOW
         )
+
+
+def _check_readout_acts_on_each_step(graph, decoder_name, output, readout):
+    """The readout's logits at step t must read the decoder's outputs at step t
+    alone: a generator runs the readout on one step at a time.
+
+    Checked numerically, whatever the layers: the readout of T random steps
+    at once must equal the readout of each step alone. A layer that acts on
+    each step (Dense, LayerNormalization, Dropout, TimeDistributed, a
+    Conv1D of kernel size 1) passes; a Conv1D of a wider kernel (with
+    padding "same", which reads later steps, or "causal", earlier ones), a
+    recurrent layer or a pooling over the steps does not. On failure each
+    tensor of the readout is probed the same way, to name the first layer
+    that mixes steps.
+    """
+    shape, dtype = graph.specs[output]
+    if shape is None or len(shape) < 3 or None in shape[2:] or shape[1] not in (None, 4):
+        return  # no time axis to probe, or a fixed number of steps
+    steps = 4
+    rng = np.random.default_rng(0)
+    together = rng.standard_normal((1, steps, *shape[2:])).astype(dtype or "float32")
+    alone = together.reshape((steps, 1, *shape[2:]))  # each step a sequence of its own
+
+    def mixes_steps(piece):
+        a = keras.ops.convert_to_numpy(piece(together, training=False))
+        b = keras.ops.convert_to_numpy(piece(alone, training=False))
+        if a.ndim < 3 or a.shape[:2] != (1, steps) or b.shape[:2] != (steps, 1):
+            return False  # no time axis left: the logits' probe decides
+        a, b = a.astype("float64"), b.reshape(a.shape).astype("float64")
+        return not np.allclose(a, b, rtol=1e-3, atol=1e-5 * max(1.0, np.abs(a).max()))
+
+    if not mixes_steps(readout):
+        return
+    inputs = readout.inputs[0]
+    offending = set()
+    for ref in dict.fromkeys(graph.upstream(graph.outputs[0], stop={output})):
+        # Not the target mask of a `mask` argument: it does not read the outputs.
+        if ref != output and graph.reaches(ref, output):
+            piece = keras.Model(inputs, graph.rebuild({output: inputs}, ref, masks=False))
+            if mixes_steps(piece):
+                offending.add(ref)
+    # The first: an offending tensor that reads no offending tensor.
+    culprit = next(
+        (r for r in offending if not offending & set(graph.input_refs(r.call))),
+        graph.outputs[0],
+    )
+    raise ValueError(
+        f"The layer {culprit.layer!r} between the decoder {decoder_name!r} and the logits "
+        f"of {graph.model.name!r} mixes target steps: its output at a step reads the "
+        "decoder's outputs at other steps. A generator runs the readout on one step at "
+        "a time, so its tokens would not be the model's. Between the decoder and the "
+        "logits, use layers that act on each step alone (Dense, LayerNormalization, "
+        "Dropout, TimeDistributed, Conv1D with kernel_size=1)."
+    )
 
 
 def _refs(structure):
