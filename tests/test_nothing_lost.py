@@ -820,3 +820,23 @@ def test_evaluate_never_overwrites_a_results_json_it_did_not_write(finished_run,
     with pytest.raises(SystemExit, match=r"^evaluate: .*results\.json, which `evaluate` did not"):
         cli.main(argv)
     assert _snapshot(out) == before
+
+
+def test_a_full_disk_while_training_is_one_line_naming_the_file(tmp_path, monkeypatch):
+    import errno
+
+    from keras_attention.training import atomic
+
+    def full_disk(run, *args, **kwargs):
+        with atomic.atomic_path(run.run_dir / runs.MODEL_FILE) as temporary:
+            temporary.write_bytes(b"x" * 4096)
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(training, "_train", full_disk)
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit) as info:
+        cli.main(_train_argv(run_dir))
+    message = str(info.value)
+    assert message.startswith(f"train: No space left to write {run_dir / runs.MODEL_FILE}: ")
+    assert "at least 4,096 bytes" in message and "\n" not in message
+    assert not list(run_dir.glob(".tmp-*"))
