@@ -123,7 +123,7 @@ class RunLock:
         try:
             descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:
-            holder = _read_pid_file(self.path)
+            holder = read_pid_file(self.path)
             if holder and process_is_running(holder):
                 self._refuse(holder, holder)
             self.stale_pid = holder
@@ -175,7 +175,8 @@ def _read_pid(descriptor):
     return int(text) if text.isdigit() else None
 
 
-def _read_pid_file(path):
+def read_pid_file(path):
+    """The process id a lock file names, or None."""
     try:
         text = Path(path).read_text(encoding="ascii", errors="replace").strip()
     except OSError:

@@ -20,13 +20,16 @@ the lock, the states, the checks) is `keras_attention.training`'s; its names
 are here too, for the translator's modules.
 """
 
+import os
 from pathlib import Path
 
 from keras_attention.training import averaging
+from keras_attention.training import run_folder
 from keras_attention.training.atomic import TEMP_PREFIX  # noqa: F401
 from keras_attention.training.atomic import WRITE_DELAY_ENV  # noqa: F401 (tests' hook)
 from keras_attention.training.atomic import DiskFullError  # noqa: F401
 from keras_attention.training.atomic import atomic_path  # noqa: F401
+from keras_attention.training.atomic import process_is_running
 from keras_attention.training.atomic import write_json
 from keras_attention.training.atomic import write_text  # noqa: F401
 from keras_attention.training.run_folder import BACKUP_DIR
@@ -58,6 +61,8 @@ from keras_attention.training.run_folder import save_model
 from keras_attention.training.run_folder import save_weights  # noqa: F401
 from keras_attention.training.run_folder import write_mark
 from keras_attention.training.run_lock import RunLock
+from keras_attention.training.run_lock import flock_holder
+from keras_attention.training.run_lock import read_pid_file
 from keras_attention.training.training_run import RunWriteError  # noqa: F401
 from keras_attention.training.training_run import TrainingRun
 
@@ -99,9 +104,7 @@ def translator_run(run_dir, config, overwrite=False, ignore=(), setup=None):
 def run_status(run_dir):
     """`keras_attention.training.run_status` of a translator's run folder: a
     finished run of a version before the mark is `FINISHED`, with `legacy`."""
-    from keras_attention.training.run_folder import run_status as _run_status
-
-    return _run_status(run_dir, legacy=older_finished_run)
+    return run_folder.run_status(run_dir, legacy=older_finished_run)
 
 
 def older_finished_run(run_dir):
@@ -174,18 +177,12 @@ def export_state(run_dir):
     Read only: the lock is looked up (`flock_holder`), never taken, so that
     a trainer starting meanwhile is not refused.
     """
-    import os
-
-    from keras_attention.training.atomic import process_is_running
-    from keras_attention.training.run_lock import _read_pid_file
-    from keras_attention.training.run_lock import flock_holder
-
     status = run_status(run_dir)
     lock = Path(run_dir) / LOCK_FILE
     holder = None
     if lock.is_file():
         holder = flock_holder(os.stat(lock))
-        named = _read_pid_file(lock)
+        named = read_pid_file(lock)
         if holder is None and named and named != os.getpid() and process_is_running(named):
             holder = named  # no list of locks here: the id in the file
     state = "running" if holder and status.state != FINISHED else status.state
@@ -290,13 +287,11 @@ def write_run(run_dir, model, source_tokenizer, target_tokenizer, config, info, 
         RunInUseError: another process holds its lock.
         CorruptRunError: it holds a damaged run and not `overwrite`.
     """
-    from keras_attention.training.run_folder import clear
-
     run_dir = Path(run_dir)
     check_writable(run_dir, overwrite)
     with RunLock(run_dir):
         check_writable(run_dir, overwrite)  # again, now that no one else writes
-        clear(run_dir, TRANSLATOR_FILES)
+        run_folder.clear(run_dir, TRANSLATOR_FILES)
         write_mark(run_dir)
         source_tokenizer.save(run_dir / SOURCE_VOCAB)
         target_tokenizer.save(run_dir / TARGET_VOCAB)
