@@ -57,6 +57,8 @@ from keras_attention.generation import beam_search  # noqa: E402
 from keras_attention.generation import greedy_search  # noqa: E402
 from keras_attention.generation.search_defaults import COVERAGE_PENALTY  # noqa: E402
 from keras_attention.line_reader import LineReader  # noqa: E402
+from keras_attention.model_file import ModelFileError  # noqa: E402
+from keras_attention.model_file import load_model  # noqa: E402
 from keras_attention.training import DiskFullError  # noqa: E402
 from keras_attention.training import RunWriteError  # noqa: E402
 from keras_attention.training import TrainingRun  # noqa: E402
@@ -763,7 +765,10 @@ def load_run(run_dir):
             f"{run_dir} is not a finished run (missing {', '.join(missing)}); "
             "train it first (at least one epoch)"
         )
-    model = keras.saving.load_model(paths[0])
+    try:
+        model = load_model(paths[0])
+    except ModelFileError as error:  # a Lambda layer, an unknown class: one line
+        raise SystemExit(str(error)) from None
     with open(paths[1]) as f:
         vocab = Vocabulary.from_json(json.load(f))
     with open(paths[2]) as f:

@@ -20,6 +20,8 @@ builtin-only TFLite; needs TensorFlow), `keras_attention.translation` (the
 English-French Multi30k translator; needs TensorFlow and tensorflow-text).
 """
 
+# First: it checks KERAS_BACKEND before Keras reads it (one line, not a traceback).
+from keras_attention import keras_backend_check  # noqa: F401
 from keras_attention.attention.bahdanau_attention import BahdanauAttention
 from keras_attention.attention.bahdanau_monotonic_attention import BahdanauMonotonicAttention
 from keras_attention.attention.base_alignment_attention import BaseAlignmentAttention

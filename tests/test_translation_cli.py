@@ -4,6 +4,7 @@ commands, its entry points, and clear answers without a run."""
 import configparser
 import importlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +87,95 @@ def test_export_of_a_missing_run_exits_with_the_export_error(tmp_path, capsys):
         cli.main(["export", str(tmp_path / "nowhere"), str(tmp_path / "out"), "--variants", ""])
     assert info.value.code == 2
     assert "error:" in capsys.readouterr().err
+
+
+# ------------------------------------------------- one line, not a traceback
+
+
+def _unloadable_model(kind):
+    """A `.keras` model that safe mode refuses (a `Lambda`) or whose class is
+    not registered in this process."""
+    import keras
+
+    inputs = keras.Input((3,))
+    if kind == "lambda":
+        return keras.Model(inputs, keras.layers.Lambda(lambda x: 2 * x)(inputs))
+
+    @keras.saving.register_keras_serializable(package="test_translation_cli")
+    class Unregistered(keras.layers.Layer):
+        def call(self, x):
+            return x
+
+    model = keras.Model(inputs, Unregistered()(inputs))
+    keras.saving.get_custom_objects().pop("test_translation_cli>Unregistered")
+    return model
+
+
+EXPECTED = {
+    "lambda": r"Requested the deserialization of a `Lambda` layer.*registered layer class",
+    "unknown": r"Could not locate class 'Unregistered'.*import the module that registers",
+}
+
+
+@pytest.mark.parametrize("kind", ["lambda", "unknown"])
+def test_a_model_keras_can_not_load_is_one_line_for_every_command(tmp_path, kind, capsys):
+    from test_nothing_lost import TINY_CONFIG
+    from test_nothing_lost import VOCAB
+
+    from keras_attention.translation import SubwordTokenizer
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in (runs.SOURCE_VOCAB, runs.TARGET_VOCAB):
+        SubwordTokenizer(VOCAB, lower_case=True).save(run / name)
+    runs.write_json(run / runs.CONFIG_FILE, TINY_CONFIG)
+    runs.write_json(run / runs.FINISHED_FILE, {"epochs": 1})
+    _unloadable_model(kind).save(run / runs.MODEL_FILE)
+    message = rf"{run / runs.MODEL_FILE} cannot be loaded: {EXPECTED[kind]}"
+    for argv in (
+        ["translate", "--run-dir", str(run), "a dog"],
+        ["evaluate", "--run-dir", str(run)],
+    ):
+        with pytest.raises(SystemExit, match=message) as info:
+            cli.console_main(argv)
+        assert "\n" not in str(info.value)
+    # `export` prints its error itself and exits with status 2.
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        cli.console_main(["export", str(run), str(tmp_path / "export")])
+    assert info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and re.search(message, lines[0]), lines
+
+
+@pytest.mark.parametrize("kind", ["lambda", "unknown"])
+def test_the_g2p_example_says_a_model_it_can_not_load_in_one_line(tmp_path, kind):
+    from _scripts import load_script
+
+    g2p = load_script("examples/g2p_cmudict.py")
+    for name in ("vocab.json", "config.json"):
+        (tmp_path / name).write_text("{}")
+    _unloadable_model(kind).save(tmp_path / "model.keras")
+    with pytest.raises(SystemExit, match=f"model.keras cannot be loaded: {EXPECTED[kind]}") as info:
+        g2p.load_run(str(tmp_path))
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("backend", ["nonsense", "openvino"])
+def test_a_keras_backend_that_is_not_installed_is_one_line(backend):
+    from keras_attention.keras_backend_check import installed_backends
+
+    if backend in installed_backends():
+        pytest.skip(f"{backend} is installed here")
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_attention.translation", "status", "--run-dir", "x"],
+        env=dict(os.environ, KERAS_BACKEND=backend),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert f"KERAS_BACKEND={backend!r}" in lines[0]
+    assert f"Installed: {', '.join(installed_backends())}" in lines[0]

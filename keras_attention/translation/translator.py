@@ -15,6 +15,8 @@ from keras_attention.decoders.base_decoder import BaseDecoder
 from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.generation.seq2seq_generator import Seq2SeqGenerator
+from keras_attention.model_file import ModelFileError
+from keras_attention.model_file import load_model
 from keras_attention.translation import runs
 from keras_attention.translation.runs import CONFIG_FILE  # noqa: F401
 from keras_attention.translation.runs import MODEL_FILE
@@ -36,7 +38,8 @@ def load_run(run_dir):
         FileNotFoundError: naming every missing file, when the folder is
             incomplete (e.g. training never finished an epoch).
         keras_attention.translation.runs.CorruptRunError: a file is damaged
-            (e.g. a truncated `model.keras`), `config.json` lacks a key the
+            (e.g. a truncated `model.keras`), `model.keras` cannot be loaded
+            (a `Lambda` layer, an unregistered class), `config.json` lacks a key the
             commands read, or a weight of the model is not finite (NaN or
             infinite: it would translate everything to empty lines); the
             message names the file and what is wrong.
@@ -47,7 +50,10 @@ def load_run(run_dir):
 
     run_dir = Path(run_dir)
     config = runs.check_run(run_dir)
-    model = keras.saving.load_model(run_dir / MODEL_FILE, compile=False)
+    try:
+        model = load_model(run_dir / MODEL_FILE, compile=False)
+    except ModelFileError as error:  # a Lambda layer, an unknown class: one line
+        raise runs.CorruptRunError(str(error)) from None
     damaged = [
         w.path for w in model.weights if not np.all(np.isfinite(keras.ops.convert_to_numpy(w)))
     ]
