@@ -5,7 +5,7 @@ Launched by tests/test_distributed.py in a fresh process, because JAX reads
 the device count once, at its start:
 
     XLA_FLAGS=--xla_force_host_platform_device_count=N KERAS_BACKEND=jax \\
-        python _data_parallel_worker.py OUT_DIR [--model-parallel]
+        python _data_parallel_worker.py OUT_DIR
 
 Every run starts from the same weights and reads the same global batches:
 ROWS rows in batches of BATCH, so the last batch (5 rows) divides by neither
@@ -13,7 +13,9 @@ ROWS rows in batches of BATCH, so the last batch (5 rows) divides by neither
 the one-device runs read it as it is. Plain SGD, no dropout: a row dropped,
 counted twice or weighted wrong shows in the losses. Writes OUT_DIR/model.keras
 (trained on N devices), OUT_DIR/sources.npy and OUT_DIR/greedy.npy (its greedy
-tokens on them); the last line of stdout is one JSON object.
+tokens on them). On 2 devices it also trains under `ModelParallel` with the
+vocabulary's Embedding and Dense sharded. The last line of stdout is one JSON
+object.
 """
 
 import argparse
@@ -144,6 +146,16 @@ def run(out_dir, devices):
             callbacks=[running],
         )
         result["data_parallel_running_means"] = running.means
+        # The same epoch from a tf.data pipeline, padded batch by batch.
+        import tensorflow as tf
+
+        batched = tf.data.Dataset.from_tensor_slices(((source, target_in), target_out))
+        from_dataset = build()
+        from_dataset.fit(distribution.pad_dataset(batched.batch(BATCH)), epochs=1, verbose=0)
+        result["dataset_weight_difference"] = max(
+            float(np.max(np.abs(a - b)))
+            for a, b in zip(from_dataset.get_weights(), model.get_weights(), strict=True)
+        )
         result["padded_rows"] = len(y)
         # One evaluation batch of all the rows, padded.
         result["evaluate"] = float(
@@ -175,12 +187,47 @@ def run(out_dir, devices):
     return result
 
 
+def model_parallel():
+    """Three steps with the target Embedding and the logits Dense sharded along
+    the vocabulary over 2 devices (`ModelParallel`), against one device."""
+    x, y = list(batches())[0]
+    reference = one_device(build)
+    expected = one_device(lambda: [float(reference.train_on_batch(x, y)) for _ in range(3)])
+    devices = keras.distribution.list_devices()
+    mesh = keras.distribution.DeviceMesh((1, len(devices)), ["batch", "model"], devices=devices)
+    layout = keras.distribution.LayoutMap(mesh)
+    layout["target_embedding/embeddings"] = ("model", None)  # (V, E): rows split
+    layout["logits/kernel"] = (None, "model")  # (units, V): columns split
+    layout["logits/bias"] = ("model",)
+    sharded = keras.distribution.ModelParallel(layout_map=layout, batch_dim_name="batch")
+    with sharded.scope():
+        model = build()
+        specs = {
+            v.path: list(v.value.sharding.spec)
+            for v in model.weights
+            if v.path.startswith(("target_embedding", "logits"))
+        }
+        losses = [float(model.train_on_batch(x, y)) for _ in range(3)]
+        tokens = Seq2SeqGenerator.from_model(model, START, END).greedy(x[0], max_length=6)
+    expected_tokens = one_device(
+        lambda: Seq2SeqGenerator.from_model(reference, START, END).greedy(x[0], max_length=6)
+    )
+    return {
+        "specs": specs,
+        "losses": losses,
+        "one_device": expected,
+        "greedy_equal": bool(np.array_equal(tokens["tokens"], expected_tokens["tokens"])),
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out_dir")
     args = parser.parse_args(argv)
     devices = len(keras.distribution.list_devices())
     result = run(args.out_dir, devices)
+    if devices == 2:
+        result["model_parallel"] = model_parallel()
     result["backend"] = keras.backend.backend()
     print(json.dumps(result), flush=True)
 

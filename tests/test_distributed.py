@@ -21,6 +21,7 @@ import csv
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -341,6 +342,8 @@ def test_data_parallel_losses_match_one_device_with_the_last_batch_padded(
     assert np.all(np.diff(one) < 0), one  # the compared runs train
     np.testing.assert_allclose(_step_losses(result), one, rtol=DATA_PARALLEL_RTOL)
     assert result["weight_difference"] < DATA_PARALLEL_RTOL
+    # `pad_dataset` over tf.data batches trains the very same steps.
+    assert result["dataset_weight_difference"] == 0.0
 
 
 @pytest.mark.parametrize("count", HOST_DEVICES)
@@ -369,6 +372,17 @@ def test_data_parallel_names_the_devices_there_are(data_parallel_runs):
     assert "Expected a count from 1 to 4" in message
     assert "xla_force_host_platform_device_count" in message
     assert "Received: devices=5" in message
+
+
+def test_model_parallel_shards_the_vocabulary_and_matches_one_device(data_parallel_runs):
+    result = data_parallel_runs[2][0]["model_parallel"]
+    assert result["specs"] == {
+        "target_embedding/embeddings": ["model", None],  # (V, E): rows split
+        "logits/kernel": [None, "model"],  # (units, V): columns split
+        "logits/bias": ["model"],
+    }
+    np.testing.assert_allclose(result["losses"], result["one_device"], rtol=DATA_PARALLEL_RTOL)
+    assert result["greedy_equal"]
 
 
 def test_model_trained_on_two_devices_exports_to_tflite_on_tensorflow(data_parallel_runs):
@@ -464,3 +478,31 @@ def test_pad_dataset_pads_only_the_last_batch():
 def test_padding_refuses_a_bad_multiple(multiple):
     with pytest.raises(distribution.DistributionError, match="multiple"):
         distribution.pad_rows(np.ones((3, 2)), multiple)
+
+
+def test_the_docs_data_parallel_block_runs_and_exports(tmp_path):
+    """The ```bash block of docs/distributed.md: 2 host devices on JAX, then
+    the export command on its .keras file."""
+    from keras_attention.export import non_builtin_operators
+
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip("jax is not installed")
+    page = (ROOT / "docs" / "distributed.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```bash\n(.*?)^```", page, re.S | re.M)
+    (block,) = [b for b in blocks if "KERAS_BACKEND=jax" in b]
+    package_root = str(Path(keras_attention.__file__).resolve().parents[1])
+    env = dict(_environment(), PYTHONPATH=package_root)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    completed = subprocess.run(
+        ["bash", "-e", "-c", block],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert completed.returncode == 0, _tail(completed.stderr)
+    assert "30 rows, 29 of them real" in completed.stdout
+    assert "(5, 8)" in completed.stdout
+    for name in ("model.tflite", "model_int8.tflite"):
+        assert non_builtin_operators(tmp_path / "exported" / name) == {}
