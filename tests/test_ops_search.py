@@ -10,6 +10,7 @@ import pytest
 from test_decoding import np_beam
 
 from keras_attention.generation import search
+from keras_attention.generation.search_defaults import BeamSettings
 
 VOCAB, SOURCE, UNITS, END = 9, 5, 6, 2
 
@@ -123,3 +124,26 @@ def test_ops_beam_of_width_one_equals_ops_greedy(case):
         np.testing.assert_array_equal(
             keras.ops.convert_to_numpy(beam[name]), keras.ops.convert_to_numpy(greedy[name])
         )
+
+
+BAD_PENALTIES = [-0.1, -1, float("nan"), float("inf"), -float("inf"), True, "0.6", None]
+
+
+@pytest.mark.parametrize("name", ["length_penalty", "coverage_penalty"])
+@pytest.mark.parametrize("value", BAD_PENALTIES, ids=repr)
+def test_beam_settings_refuse_a_penalty_that_is_not_a_finite_number_at_least_zero(name, value):
+    with pytest.raises(ValueError) as info:
+        BeamSettings(**{name: value})
+    assert str(info.value) == (
+        f"Invalid value for argument `{name}`. Expected a finite number >= 0. "
+        f"Received: {name}={value!r}"
+    )
+
+
+@pytest.mark.parametrize("name", ["length_penalty", "coverage_penalty"])
+@pytest.mark.parametrize("value", [0, 0.0, 0.6, 2, np.float32(0.5), 1e6])
+def test_beam_settings_take_a_finite_penalty_at_least_zero_as_a_float(name, value):
+    settings = BeamSettings(**{name: value})
+    assert type(getattr(settings, name)) is float
+    assert getattr(settings, name) == float(value)
+    assert settings.checked() == settings

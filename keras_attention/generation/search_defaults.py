@@ -35,6 +35,7 @@ both are called with their defaults.
 """
 
 import dataclasses
+import math
 import numbers
 
 from keras import ops
@@ -93,6 +94,30 @@ def check_max_length(max_length, cap=MAX_OUTPUT_LENGTH):
     return int(max_length)
 
 
+def check_penalty(name, value):
+    """A GNMT penalty (`length_penalty`, `coverage_penalty`) checked: a finite
+    number >= 0, returned as a Python float.
+
+    A negative alpha favours short hypotheses without bound (an empty output
+    wins), a negative beta rewards ignoring the source, and NaN ranks every
+    hypothesis equal: none of them is a search anyone asked for. A tensor is
+    returned as it is (checked where it is made).
+
+    Raises:
+        ValueError: "Invalid value for argument `name`. Expected a finite
+            number >= 0. Received: name=value".
+    """
+    if not isinstance(value, numbers.Number) and hasattr(value, "dtype"):
+        return value
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not (real and math.isfinite(value) and value >= 0):
+        raise ValueError(
+            f"Invalid value for argument `{name}`. Expected a finite number >= 0. "
+            f"Received: {name}={value!r}"
+        )
+    return float(value)
+
+
 def check_beam_width(beam_width, vocabulary_size=None, name="beam_width"):
     """Raises `ValueError` unless `beam_width` is an integer in [1, bound].
 
@@ -129,7 +154,9 @@ class BeamSettings:
 
     The exports and the translator hand one of these to
     `Seq2SeqGenerator.beam_graph`, so the three values travel together and
-    take their defaults from this module only.
+    take their defaults from this module only. The penalties are checked when
+    the settings are made (`check_penalty`): every beam search, whichever
+    entry point it comes from, refuses a negative, NaN or infinite one.
 
     Args:
         beam_width: hypotheses kept per source.
@@ -141,13 +168,16 @@ class BeamSettings:
     length_penalty: float = LENGTH_PENALTY
     coverage_penalty: float = COVERAGE_PENALTY
 
+    def __post_init__(self):
+        for name in ("length_penalty", "coverage_penalty"):
+            object.__setattr__(self, name, check_penalty(name, getattr(self, name)))
+
     def checked(self, vocabulary_size=None):
-        """These settings with an int width and float penalties; `ValueError`
-        for a width out of [1, bound] (see `check_beam_width`)."""
-        return BeamSettings(
-            check_beam_width(self.beam_width, vocabulary_size),
-            float(self.length_penalty),
-            float(self.coverage_penalty),
+        """These settings with an int width; `ValueError` for a width out of
+        [1, bound] (see `check_beam_width`). The penalties were checked when
+        the settings were made."""
+        return dataclasses.replace(
+            self, beam_width=check_beam_width(self.beam_width, vocabulary_size)
         )
 
     def arguments(self):
