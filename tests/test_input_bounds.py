@@ -276,12 +276,24 @@ def test_translate_prints_each_batch_before_reading_the_next_lines(monkeypatch, 
     assert printed == [0] * 4 + [4] * 4 + [8] * 3
 
 
+def _read_lines_within(stream, count, seconds=120):
+    """Up to `count` lines of `stream`, read for at most `seconds`."""
+    lines = []
+    reading = threading.Thread(
+        target=lambda: lines.extend(stream.readline() for _ in range(count)), daemon=True
+    )
+    reading.start()
+    reading.join(timeout=seconds)
+    return [line.decode() for line in lines]
+
+
 def test_translate_answers_a_pipe_before_it_is_closed(monkeypatch, translator):
     # A writer that waits for the translations of what it wrote gets them:
     # a batch is sent when no next line is ready, not only when it is full.
     monkeypatch.setattr(commands, "load_run", lambda _: (translator, {}))
-    decoded = evaluation.decode_corpus(translator, ["a man .", "two dogs ."], progress=False)
-    expected = evaluation.detokenize_output(decoded["text"])
+    sentences = ["a man .", "two dogs .", "a dog ."]
+    decoded = evaluation.decode_corpus(translator, sentences[:2], progress=False)
+    expected = [t + "\n" for t in evaluation.detokenize_output(decoded["text"])]
     read_end, write_end = os.pipe()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(open(read_end, "rb")))
     out_read, out_write = os.pipe()
@@ -290,17 +302,13 @@ def test_translate_answers_a_pipe_before_it_is_closed(monkeypatch, translator):
     worker = threading.Thread(target=cli.main, args=(argv,), daemon=True)
     worker.start()
     with open(write_end, "wb", buffering=0) as writer, open(out_read, "rb") as output:
-        writer.write(b"a man .\ntwo dogs .\n")
-        answered = []
-        reading = threading.Thread(
-            target=lambda: answered.extend([output.readline(), output.readline()]), daemon=True
-        )
-        reading.start()
-        reading.join(timeout=120)
-        assert len(answered) == 2, "no output while standard input stays open"
-        assert [line.decode() for line in answered] == [t + "\n" for t in expected]
-        writer.write(b"a dog .\n")
-    worker.join(timeout=120)
+        writer.write(f"{sentences[0]}\n{sentences[1]}\n".encode())
+        answered = _read_lines_within(output, 2)
+        assert answered == expected, "no output while standard input stays open"
+        writer.write(f"{sentences[2]}\n".encode())
+        writer.close()
+        assert len(_read_lines_within(output, 1)) == 1  # the last, after the end
+        worker.join(timeout=120)
     assert not worker.is_alive()
 
 
