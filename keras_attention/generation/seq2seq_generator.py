@@ -201,7 +201,13 @@ class Seq2SeqGenerator:
             ValueError: naming the layer, when the model is not functional, has
                 no decoder or several, its inputs cannot be told apart, or its
                 readout reads more than the decoder's outputs. Build the
-                generator with the constructor then.
+                generator with the constructor then. Also naming the layer,
+                when the readout mixes target steps (its logits at a step read
+                the decoder's outputs at other steps: a `Conv1D` wider than one
+                step, a recurrent layer), which a generator running the
+                readout one step at a time cannot reproduce; naming the
+                argument, for a `start_id` or `end_id` outside the target
+                vocabulary (see `model_graph.check_special_ids`).
         """
         graph = ModelGraph(model)
         check_special_ids(start_id, end_id, graph.target_vocabulary_size)
