@@ -3,6 +3,7 @@ commands, its entry points, and clear answers without a run."""
 
 import configparser
 import importlib
+import inspect
 import os
 import re
 import subprocess
@@ -179,3 +180,180 @@ def test_a_keras_backend_that_is_not_installed_is_one_line(backend):
     assert len(lines) == 1, result.stderr
     assert f"KERAS_BACKEND={backend!r}" in lines[0]
     assert f"Installed: {', '.join(installed_backends())}" in lines[0]
+
+
+# ------------------------------------------------------ the beam's options
+
+
+def test_the_search_options_default_to_search_defaults():
+    from keras_attention.generation import search_defaults
+    from keras_attention.translation import commands
+    from keras_attention.translation import evaluation
+    from keras_attention.translation import export
+
+    defaults = {
+        "beam_width": search_defaults.BEAM_WIDTH,
+        "length_penalty": search_defaults.LENGTH_PENALTY,
+    }
+    for argv in (["translate", "a dog"], ["evaluate"]):
+        args = cli.parse_args(argv)
+        assert {name: getattr(args, name) for name in defaults} == defaults, argv
+    args = vars(export.parse_args(["run", "out"]))
+    assert {name: args[name] for name in defaults} == defaults
+    for function in (
+        commands.translate,
+        commands.evaluate,
+        evaluation.search_function,
+        evaluation.decode_corpus,
+        evaluation.decode_and_score,
+        export.export_run,
+    ):
+        parameters = inspect.signature(function).parameters
+        assert {name: parameters[name].default for name in defaults} == defaults, function
+
+
+SEARCH_SETTINGS = ("beam_width", "length_penalty", "coverage_penalty")
+
+
+@pytest.mark.parametrize("module", ["cli", "commands", "evaluation", "export"])
+def test_no_search_default_is_written_as_a_number(module):
+    """A default written `4` would equal `BEAM_WIDTH` today and drift from it
+    tomorrow: the modules name the constants of `search_defaults` instead."""
+    import ast
+
+    tree = ast.parse((ROOT / f"keras_attention/translation/{module}.py").read_text())
+    numbers = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            arguments = node.args.args[len(node.args.args) - len(node.args.defaults) :]
+            pairs = list(zip(arguments, node.args.defaults, strict=True))
+            pairs += [
+                (a, d)
+                for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True)
+                if d
+            ]
+            numbers += [
+                (node.name, a.arg)
+                for a, d in pairs
+                if a.arg in SEARCH_SETTINGS and isinstance(d, ast.Constant)
+            ]
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            flag = str(node.args[0].value)
+            if flag.lstrip("-").replace("-", "_") in SEARCH_SETTINGS:
+                numbers += [
+                    (flag, k.arg)
+                    for k in node.keywords
+                    if k.arg == "default" and isinstance(k.value, ast.Constant)
+                ]
+    assert not numbers, f"{module}.py writes a search default as a number: {numbers}"
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+def test_help_shows_the_search_defaults(command, capsys):
+    from keras_attention.generation import search_defaults
+
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for option, default in (
+        ("--beam-width BEAM_WIDTH", search_defaults.BEAM_WIDTH),
+        ("--length-penalty LENGTH_PENALTY", search_defaults.LENGTH_PENALTY),
+    ):
+        assert re.search(rf"{option} [^-]*\(default: {default}\)", help_text), option
+
+
+BAD_PENALTIES = ["-0.1", "nan", "inf", "-inf", "abc"]
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+@pytest.mark.parametrize("value", BAD_PENALTIES)
+def test_cli_refuses_a_length_penalty_that_is_not_a_finite_number_at_least_zero(
+    command, value, capsys
+):
+    with pytest.raises(SystemExit) as info:
+        cli.main([command, "--run-dir", "unused", f"--length-penalty={value}"])
+    assert info.value.code == 2
+    error = capsys.readouterr().err
+    assert f"--length-penalty: expected a finite number >= 0, got {value}" in error
+    assert "Traceback" not in error
+
+
+@pytest.mark.parametrize("value", BAD_PENALTIES[:-1])
+def test_export_refuses_a_length_penalty_that_is_not_a_finite_number_at_least_zero(
+    value, tmp_path, capsys
+):
+    argv = ["export", str(tmp_path / "nowhere"), str(tmp_path / "out"), "--variants", ""]
+    with pytest.raises(SystemExit) as info:
+        cli.main([*argv, f"--length-penalty={value}"])
+    assert info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [
+        "error: Invalid value for argument `length_penalty`. Expected a finite number "
+        f">= 0. Received: length_penalty={float(value)!r}"
+    ]
+
+
+@pytest.mark.parametrize("value", ["0", "0.6", "2"])
+def test_cli_takes_a_length_penalty_at_least_zero(value):
+    for argv in (["translate", "a dog"], ["evaluate"]):
+        assert cli.parse_args([*argv, "--length-penalty", value]).length_penalty == float(value)
+
+
+@pytest.fixture(scope="module")
+def tiny_translator():
+    """A translator of random weights and letter vocabularies, never saved:
+    the commands get it in place of `load_run`'s."""
+    import string
+
+    import keras
+
+    from keras_attention.translation import SubwordTokenizer
+    from keras_attention.translation.model import build_translator
+    from keras_attention.translation.tokenizer import RESERVED_TOKENS
+    from keras_attention.translation.translator import Translator
+
+    letters = string.ascii_lowercase
+    VOCAB = [*RESERVED_TOKENS, ".", *letters, *("##" + c for c in letters)]
+    keras.utils.set_random_seed(0)
+    source = SubwordTokenizer(VOCAB, lower_case=True)
+    target = SubwordTokenizer(VOCAB, lower_case=True)
+    model = build_translator(
+        source.vocab_size, target.vocab_size, embedding_dim=8, units=16, dropout=0.0, seed=0
+    )
+    return Translator(model, source, target)
+
+
+# With these weights a penalty of 0 ends some of them after a few tokens and 3
+# lets them run to the bound: the penalty changes what is printed.
+SENTENCES = ["a dog runs .", "two men", "the cat sat on the mat ."]
+
+
+def test_translate_searches_with_the_length_penalty_it_is_given(
+    tiny_translator, monkeypatch, capsys
+):
+    from keras_attention.translation import commands
+    from keras_attention.translation import evaluation
+
+    monkeypatch.setattr(commands, "load_run", lambda _: (tiny_translator, {}))
+    printed = {}
+    for penalty in (0.0, 3.0):
+        capsys.readouterr()
+        argv = ["translate", "--run-dir", "unused", "--beam-width", "4"]
+        cli.main([*argv, "--length-penalty", str(penalty), *SENTENCES])
+        printed[penalty] = capsys.readouterr().out.splitlines()
+        # The library, eagerly and one sentence at a time, with this penalty.
+        expected = []
+        for sentence in SENTENCES:
+            ids = tiny_translator.tokenize_source([sentence])
+            tokens = tiny_translator.generator.beam(ids, beam_width=4, length_penalty=penalty)
+            text = tiny_translator.detokenize(tokens["tokens"])
+            expected.extend(evaluation.detokenize_output(text))
+        assert printed[penalty] == expected, penalty
+    assert printed[0.0] != printed[3.0]
+
+
+@pytest.mark.parametrize("value", [-1.0, float("nan"), float("inf")])
+def test_generator_beam_refuses_a_bad_length_penalty(tiny_translator, value):
+    ids = tiny_translator.tokenize_source(["a dog"])
+    with pytest.raises(ValueError, match=r"Expected a finite number >= 0\. Received: length_pe"):
+        tiny_translator.generator.beam(ids, length_penalty=value)

@@ -28,7 +28,9 @@ import contextlib
 import logging
 
 from keras_attention.generation.search_defaults import BEAM_WIDTH
+from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
+from keras_attention.generation.search_defaults import check_penalty
 from keras_attention.translation import commands
 from keras_attention.translation import distribute
 from keras_attention.translation import export
@@ -81,6 +83,14 @@ def _beam_width(text):
             f"expected an integer from 1 to {MAX_BEAM_WIDTH} (the widest beam), got {text}"
         )
     return value
+
+
+def _penalty(text):
+    """A GNMT penalty: what `BeamSettings` accepts (`check_penalty`), said in one line."""
+    try:
+        return check_penalty("penalty", float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}") from None
 
 
 def _indices(text):
@@ -177,6 +187,7 @@ def _translate(args):
         args.sentences,
         method=args.method,
         beam_width=args.beam_width,
+        length_penalty=args.length_penalty,
         batch_size=args.batch_size,
     )
 
@@ -227,12 +238,19 @@ def _add_run_dir(p, help=None):
     p.add_argument("--run-dir", default="runs/bahdanau", help=help)
 
 
-def _add_beam_width(p):
+def _add_beam_options(p):
+    """The beam search's options, their defaults those of `search_defaults`."""
     p.add_argument(
         "--beam-width",
         type=_beam_width,
         default=BEAM_WIDTH,
-        help=f"at most {MAX_BEAM_WIDTH} and the target vocabulary",
+        help=f"at most {MAX_BEAM_WIDTH} and the target vocabulary (default: %(default)s)",
+    )
+    p.add_argument(
+        "--length-penalty",
+        type=_penalty,
+        default=LENGTH_PENALTY,
+        help="the GNMT alpha, a number >= 0; 0: none (default: %(default)s)",
     )
 
 
@@ -322,8 +340,7 @@ def _add_evaluate(subparsers):
     _add_run_dir(p)
     p.add_argument("--splits", default=",".join(commands.TEST_SPLITS))
     p.add_argument("--methods", default="greedy,beam", help="greedy and/or beam")
-    _add_beam_width(p)
-    p.add_argument("--length-penalty", type=float, default=0.6)
+    _add_beam_options(p)
     p.add_argument("--batch-size", type=_positive_int, default=64)
     p.add_argument("--baseline-run-dir", help="a run with --attention none")
     p.add_argument("--heatmaps", type=_indices, default=[0, 1, 2], help="sentence indices to plot")
@@ -358,7 +375,7 @@ def _add_translate(subparsers):
     )
     _add_run_dir(p)
     p.add_argument("--method", choices=("greedy", "beam"), default="beam")
-    _add_beam_width(p)
+    _add_beam_options(p)
     p.add_argument(
         "--batch-size",
         type=_positive_int,

@@ -244,7 +244,12 @@ def _check_beam_width(translator, beam_width, command):
 
 
 def translate(
-    run_dir, sentences=(), method="beam", beam_width=BEAM_WIDTH, batch_size=TRANSLATE_BATCH
+    run_dir,
+    sentences=(),
+    method="beam",
+    beam_width=BEAM_WIDTH,
+    length_penalty=LENGTH_PENALTY,
+    batch_size=TRANSLATE_BATCH,
 ):
     """Prints one translation per sentence; without sentences, one per line of
     standard input (`read_inputs`), blank lines included.
@@ -272,7 +277,7 @@ def translate(
     translator, _ = load_run(run_dir)
     if method == "beam":
         _check_beam_width(translator, beam_width, "translate")
-    search = evaluation.search_function(translator, method, beam_width)
+    search = evaluation.search_function(translator, method, beam_width, length_penalty)
     kept, count = [], 0
     for batch in _batches(inputs, batch_size, ready):
         texts = [text for _, text in batch]

@@ -16,6 +16,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.translation.tokenizer import postprocess
@@ -49,7 +50,7 @@ def decode_and_score(
     split,
     method="greedy",
     batch_size=64,
-    beam_width=4,
+    beam_width=BEAM_WIDTH,
     length_penalty=LENGTH_PENALTY,
     progress=True,
 ):
@@ -94,7 +95,9 @@ class NonFiniteOutputError(ValueError):
         )
 
 
-def search_function(translator, method="greedy", beam_width=4, length_penalty=LENGTH_PENALTY):
+def search_function(
+    translator, method="greedy", beam_width=BEAM_WIDTH, length_penalty=LENGTH_PENALTY
+):
     """The translator's greedy or beam search as one traced function of (B, S)
     ids, for `decode_corpus(search=...)`: traced once, whatever the shapes."""
     if method not in ("greedy", "beam"):
@@ -123,7 +126,7 @@ def decode_corpus(
     sentences,
     method="greedy",
     batch_size=64,
-    beam_width=4,
+    beam_width=BEAM_WIDTH,
     length_penalty=LENGTH_PENALTY,
     progress=True,
     search=None,

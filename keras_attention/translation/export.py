@@ -50,6 +50,7 @@ from keras_attention.generation.search_defaults import MAX_BATCH
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.generation.search_defaults import check_beam_width
+from keras_attention.generation.search_defaults import check_penalty
 from keras_attention.translation import runs
 from keras_attention.translation.atomic import replaced_folder
 from keras_attention.translation.lite import TFLITE_CONFIG_FILE
@@ -139,7 +140,8 @@ def export_run(
         FileNotFoundError: the run folder is incomplete (from `load_run`).
         ValueError: an unknown variant, a `max_length`, `source_length` or
             `max_batch` that is not a positive integer, a `beam_width` out of
-            bounds, or an `out_dir` that holds something else than an export.
+            bounds, a `length_penalty` that is not a finite number >= 0, or
+            an `out_dir` that holds something else than an export.
     """
     check_tensorflow_backend("The export of a run")
     settings = _Settings(
@@ -179,6 +181,7 @@ class _Settings:
     def __post_init__(self):
         check_positive_int("max_length", self.max_length, allow_none=True)
         check_beam_width(self.beam_width)
+        self.length_penalty = check_penalty("length_penalty", self.length_penalty)
         check_positive_int("source_length", self.source_length, allow_none=True)
         check_positive_int("max_batch", self.max_batch)
 
