@@ -19,9 +19,11 @@ functions of `ServingTranslator`, called here without the save and load (about
 import io
 import json
 import os
+import select
 import string
 import sys
 import threading
+import time
 import tracemalloc
 
 import keras
@@ -276,15 +278,20 @@ def test_translate_prints_each_batch_before_reading_the_next_lines(monkeypatch, 
     assert printed == [0] * 4 + [4] * 4 + [8] * 3
 
 
-def _read_lines_within(stream, count, seconds=120):
-    """Up to `count` lines of `stream`, read for at most `seconds`."""
-    lines = []
-    reading = threading.Thread(
-        target=lambda: lines.extend(stream.readline() for _ in range(count)), daemon=True
-    )
-    reading.start()
-    reading.join(timeout=seconds)
-    return [line.decode() for line in lines]
+def _read_lines_within(fd, count, seconds=120):
+    """Up to `count` lines of the pipe `fd`, read for at most `seconds`
+    (select and os.read: no thread left blocked in a read when it fails)."""
+    data = b""
+    deadline = time.monotonic() + seconds
+    while data.count(b"\n") < count:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode().splitlines(keepends=True)
 
 
 def test_translate_answers_a_pipe_before_it_is_closed(monkeypatch, translator):
@@ -301,15 +308,17 @@ def test_translate_answers_a_pipe_before_it_is_closed(monkeypatch, translator):
     argv = ["translate", "--run-dir", "unused", "--method", "greedy"]
     worker = threading.Thread(target=cli.main, args=(argv,), daemon=True)
     worker.start()
-    with open(write_end, "wb", buffering=0) as writer, open(out_read, "rb") as output:
-        writer.write(f"{sentences[0]}\n{sentences[1]}\n".encode())
-        answered = _read_lines_within(output, 2)
-        assert answered == expected, "no output while standard input stays open"
-        writer.write(f"{sentences[2]}\n".encode())
-        writer.close()
-        assert len(_read_lines_within(output, 1)) == 1  # the last, after the end
+    try:
+        with open(write_end, "wb", buffering=0) as writer:
+            writer.write(f"{sentences[0]}\n{sentences[1]}\n".encode())
+            answered = _read_lines_within(out_read, 2)
+            assert answered == expected, "no output while standard input stays open"
+            writer.write(f"{sentences[2]}\n".encode())
+        assert len(_read_lines_within(out_read, 1)) == 1  # the last, after the end
         worker.join(timeout=120)
-    assert not worker.is_alive()
+        assert not worker.is_alive()
+    finally:
+        os.close(out_read)
 
 
 def test_translate_memory_does_not_grow_with_the_input(monkeypatch, translator):
