@@ -293,6 +293,21 @@ def test_export_refuses_a_length_penalty_that_is_not_a_finite_number_at_least_ze
     ]
 
 
+@pytest.mark.parametrize("value", ["0", "-2", "1035"])
+def test_export_checks_max_length_with_the_searchs_validator_before_loading(
+    value, tmp_path, capsys
+):
+    from keras_attention.generation.search_defaults import check_max_length
+
+    with pytest.raises(ValueError) as expected:
+        check_max_length(int(value))
+    argv = ["export", str(tmp_path / "nowhere"), str(tmp_path / "out"), "--variants", ""]
+    with pytest.raises(SystemExit) as info:
+        cli.main([*argv, "--max-length", value])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"error: {expected.value}"]
+
+
 @pytest.mark.parametrize("value", ["0", "0.6", "2"])
 def test_cli_takes_a_length_penalty_at_least_zero(value):
     for argv in (["translate", "a dog"], ["evaluate"]):

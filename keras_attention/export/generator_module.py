@@ -55,7 +55,5 @@ class GeneratorModule(ExportModule):
         if beam_width is not None or not self.beam_optional:
             settings = BeamSettings(beam_width, length_penalty, coverage_penalty)
             self.beam_settings = settings.checked(generator.target_vocabulary_size)
-        if max_length is not None:
-            generator.resolve_max_length(None, max_length)  # checks it
         self.generator = generator
-        self.max_length = max_length
+        self.max_length = generator.check_max_length(max_length)

@@ -50,6 +50,7 @@ from keras_attention.generation.search_defaults import MAX_BATCH
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.generation.search_defaults import check_beam_width
+from keras_attention.generation.search_defaults import check_max_length
 from keras_attention.generation.search_defaults import check_penalty
 from keras_attention.translation import runs
 from keras_attention.translation.atomic import replaced_folder
@@ -139,7 +140,8 @@ def export_run(
     Raises:
         FileNotFoundError: the run folder is incomplete (from `load_run`).
         ValueError: an unknown variant, a `max_length`, `source_length` or
-            `max_batch` that is not a positive integer, a `beam_width` out of
+            `max_batch` that is not a positive integer, a `max_length` over
+            `MAX_OUTPUT_LENGTH` (1034), a `beam_width` out of
             bounds, a `length_penalty` that is not a finite number >= 0, or
             an `out_dir` that holds something else than an export.
     """
@@ -179,7 +181,7 @@ class _Settings:
     max_batch: int
 
     def __post_init__(self):
-        check_positive_int("max_length", self.max_length, allow_none=True)
+        self.max_length = check_max_length(self.max_length)
         check_beam_width(self.beam_width)
         self.length_penalty = check_penalty("length_penalty", self.length_penalty)
         check_positive_int("source_length", self.source_length, allow_none=True)
