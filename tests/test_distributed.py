@@ -506,3 +506,34 @@ def test_the_docs_data_parallel_block_runs_and_exports(tmp_path):
     assert "(5, 8)" in completed.stdout
     for name in ("model.tflite", "model_int8.tflite"):
         assert non_builtin_operators(tmp_path / "exported" / name) == {}
+
+
+# ------------------------------------ TrainingRun(distribution="data-parallel")
+
+TRAINING_RUN_WORKER = Path(__file__).resolve().with_name("_training_run_data_parallel_worker.py")
+
+
+def test_training_run_data_parallel_equals_one_device_on_indivisible_rows(tmp_path):
+    """A user's own model through `TrainingRun(distribution="data-parallel")`
+    on 2 JAX host devices, 7 rows in batches of 4 (the last, 3 rows, padded
+    to 4): trained as on one device. A padding row that counted in the loss
+    moves the result by 3 % (measured with a mean over the batch size)."""
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip("jax is not installed")
+    package_root = str(Path(keras_attention.__file__).resolve().parents[1])
+    env = dict(_environment(), KERAS_BACKEND="jax", PYTHONPATH=package_root)
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    process = subprocess.Popen(
+        [sys.executable, str(TRAINING_RUN_WORKER), str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    result = _result(*_wait([process], time.monotonic() + TIMEOUT)[0])
+    one, two = result["one_device"], result["data_parallel"]
+    assert two["keras_devices"] == 2 and two["devices"] == 2 and one["devices"] is None
+    np.testing.assert_allclose(two["loss"], one["loss"], rtol=DATA_PARALLEL_RTOL)
+    config = json.loads((tmp_path / "data_parallel" / "config.json").read_text())
+    assert config["distribution"] == "data-parallel" and config["devices"] == 2

@@ -16,6 +16,9 @@ import keras
 import numpy as np
 import pytest
 
+from keras_attention import precision
+from keras_attention.distribution import DistributionError
+from keras_attention.precision import PolicyError
 from keras_attention.training import CosineToBudget
 from keras_attention.training import DiskFullError
 from keras_attention.training import NotARunError
@@ -227,6 +230,71 @@ def test_the_setup_hook_is_entered_while_the_model_is_built(tmp_path):
 
     run.fit(build, x, y, validation_data=(x, y), epochs=1, verbose=0)
     assert events == ["enter", "build", "exit"]
+
+
+def test_mixed_precision_builds_the_model_in_the_policy_and_restores_the_global_one(tmp_path):
+    run_dir = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        _fit(run_dir, callbacks=[_Interrupt(1)], mixed_precision="mixed_bfloat16")
+    assert keras.config.dtype_policy().name == "float32"
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["mixed_precision"] == "mixed_bfloat16" and config["distribution"] is None
+    # Other arithmetic (and under mixed_float16 another optimizer): a resumed
+    # run keeps the policy.
+    before = _snapshot(run_dir)
+    with pytest.raises(
+        RunOptionsError, match=r"mixed_precision None \(the run has 'mixed_bfloat16'\)"
+    ):
+        _fit(run_dir)
+    assert _snapshot(run_dir) == before
+    model = _fit(run_dir, mixed_precision="mixed_bfloat16")
+    assert keras.config.dtype_policy().name == "float32"
+    assert {layer.dtype_policy.name for layer in model.layers} == {"mixed_bfloat16"}
+    loaded = keras.saving.load_model(run_dir / "model.keras")
+    assert loaded.layers[0].compute_dtype == "bfloat16"
+    assert precision.reduced_precision_layers(loaded)
+
+
+def test_a_float32_run_records_no_policy_and_resumes_as_before(tmp_path):
+    run_dir = tmp_path / "run"
+    _fit(run_dir)
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["mixed_precision"] is None and config["devices"] is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"mixed_precision": "float16"}, PolicyError, r"mixed_precision='float16'"),
+        ({"mixed_precision": "mixed_float8"}, PolicyError, r"mixed_precision='mixed_float8'"),
+        ({"distribution": "model-parallel"}, DistributionError, r"'model-parallel'"),
+        ({"devices": 2}, DistributionError, r"needs distribution=.*devices=2"),
+    ],
+)
+def test_bad_precision_or_distribution_is_refused_before_writing(tmp_path, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        TrainingRun(tmp_path / "run", OPTIONS, **kwargs)
+    assert not (tmp_path / "run").exists()
+
+
+def test_data_parallel_is_refused_off_jax_pointing_to_tf_distribute(tmp_path):
+    if keras.backend.backend() == "jax":
+        with pytest.raises(DistributionError, match=r"Expected a count from 1 to"):
+            TrainingRun(tmp_path / "run", distribution="data-parallel", devices=10_000)
+    else:
+        with pytest.raises(DistributionError, match=r"needs the JAX backend.*tf\.distribute"):
+            TrainingRun(tmp_path / "run", distribution="data-parallel")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_policy_the_runtime_cannot_take_is_refused_naming_its_error(tmp_path, monkeypatch):
+    def no_bfloat16(policy):
+        raise RuntimeError("no bfloat16 kernel for MatMul")
+
+    monkeypatch.setattr(precision, "_probe", no_bfloat16)
+    with pytest.raises(PolicyError, match=r"cannot train in bfloat16.*no bfloat16 kernel"):
+        TrainingRun(tmp_path / "run", OPTIONS, mixed_precision="mixed_bfloat16")
+    assert not (tmp_path / "run").exists()
 
 
 def test_cosine_to_budget_follows_the_larger_fraction():

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import keras
 
+from keras_attention import distribution as distribution_lib
+from keras_attention import precision
 from keras_attention.training import run_folder
 from keras_attention.training.atomic import write_json
 from keras_attention.training.run_folder import CONFIG_FILE
@@ -23,6 +25,17 @@ from keras_attention.training.run_lock import RunLock
 from keras_attention.training.schedules import CosineToBudget
 from keras_attention.training.schedules import EpochWeights
 from keras_attention.training.schedules import TimeLimit
+
+# The values of `TrainingRun(mixed_precision=...)` and `distribution=`.
+MIXED_PRECISION = ("mixed_float16", "mixed_bfloat16")
+DISTRIBUTIONS = ("data-parallel",)
+# Recorded in every run's options. A resumed run may change the distribution
+# and its device count (how it runs: a step's loss equals one device's), not
+# the mixed-precision policy (what it trains: float16 or bfloat16 arithmetic,
+# and under mixed_float16 a loss-scale optimizer whose state a float32 run
+# does not hold).
+RUN_OPTION_DEFAULTS = {"mixed_precision": None, "distribution": None, "devices": None}
+DISTRIBUTION_SESSION_OPTIONS = ("distribution", "devices")
 
 
 class RunWriteError(OSError):
@@ -67,7 +80,9 @@ class TrainingRun:
     Args:
         run_dir: the run folder (created).
         options: what the run trains (JSON values), written to `config.json`
-            and compared with it when the run resumes.
+            and compared with it when the run resumes, with `mixed_precision`,
+            `distribution` and `devices` added. None: compare nothing (a
+            check of the folder).
         session_options: keys of `options` that a resumed run may change
             (how it runs, not what it trains: a time budget, a device count).
         files: the names of the client's own files and folders in the run,
@@ -83,6 +98,24 @@ class TrainingRun:
         option_defaults: `{key: value}` that a run's `config.json` lacking
             `key` stands for when the options are compared (the value of an
             option before it existed).
+        mixed_precision: None (float32), "mixed_float16" or
+            "mixed_bfloat16": the dtype policy the model is built in (the
+            global policy is put back afterwards). Checked here with
+            `keras_attention.precision.check_policy` (a runtime that cannot
+            train in it is refused before anything is written). Recorded in
+            the options as `mixed_precision`; a resumed run must keep it (it
+            changes the arithmetic, and under mixed_float16 the optimizer).
+            Export makes a float32 copy of such a model by itself.
+        distribution: None, or "data-parallel": on JAX, the model is built,
+            compiled and trained under `keras.distribution.DataParallel`
+            (`keras_attention.distribution.data_parallel(devices)`), and a
+            `tf.data.Dataset` or NumPy training and validation data have
+            their last batch that does not divide by the device count padded
+            with rows of sample weight 0 (`pad_dataset`, `pad_arrays`).
+            Recorded as `distribution` and `devices` (the count); a resumed
+            run may change both. On TensorFlow, use `setup` with a
+            `tf.distribute` strategy's `scope` instead.
+        devices: with `distribution`, None (every device JAX sees) or a count.
 
     Attributes:
         run_dir: the folder, a `Path`.
@@ -102,15 +135,30 @@ class TrainingRun:
         legacy=None,
         setup=None,
         option_defaults=None,
+        mixed_precision=None,
+        distribution=None,
+        devices=None,
     ):
         self.run_dir = Path(run_dir)
+        # Checked before anything is written: `check` and `fit` come later.
+        self.mixed_precision = check_mixed_precision(mixed_precision)
+        self.distribution = check_distribution(distribution, devices)
         self.options = dict(options or {})
-        self.session_options = tuple(session_options)
+        if options is not None or mixed_precision or distribution:
+            # `options=None` with neither: a check of the folder, comparing nothing.
+            self.options.update(
+                mixed_precision=self.mixed_precision,
+                distribution=distribution,
+                devices=distribution_lib.device_count(self.distribution)
+                if self.distribution
+                else None,
+            )
+        self.session_options = (*session_options, *DISTRIBUTION_SESSION_OPTIONS)
         self.files = tuple(files)
         self.overwrite = overwrite
         self.legacy = legacy
         self.setup = setup
-        self.option_defaults = dict(option_defaults or {})
+        self.option_defaults = dict(RUN_OPTION_DEFAULTS, **(option_defaults or {}))
         self.state = None
         self.status = None
         self._lock = None
@@ -288,10 +336,57 @@ class TrainingRun:
                 )
         if not (self.run_dir / CONFIG_FILE).exists():
             self.write_config()
+        with self.distribution.scope() if self.distribution else contextlib.nullcontext():
+            return self._fit(
+                model,
+                x,
+                y,
+                epochs=epochs,
+                validation_data=validation_data,
+                callbacks=callbacks,
+                monitor=monitor,
+                learning_rate=learning_rate,
+                max_minutes=max_minutes,
+                keep_epochs=keep_epochs,
+                verbose=verbose,
+                **fit_kwargs,
+            )
+
+    def _fit(
+        self,
+        model,
+        x,
+        y,
+        *,
+        epochs,
+        validation_data,
+        callbacks,
+        monitor,
+        learning_rate,
+        max_minutes,
+        keep_epochs,
+        verbose,
+        **fit_kwargs,
+    ):
+        """`fit` in an entered run, under its distribution's scope."""
         state = self.state
-        with self.setup() if self.setup else contextlib.nullcontext():
+        if self.distribution:
+            x, y, validation_data, fit_kwargs = _pad_for_devices(
+                self.options["devices"], x, y, validation_data, fit_kwargs
+            )
+        with (
+            _dtype_policy(self.mixed_precision),
+            self.setup() if self.setup else contextlib.nullcontext(),
+        ):
             if not isinstance(model, keras.Model):
                 model = model()
+            elif self.mixed_precision and model.dtype_policy.name != self.mixed_precision:
+                raise ValueError(
+                    f"Invalid value for argument `model`: with mixed_precision="
+                    f"{self.mixed_precision!r}, pass a function that builds the model "
+                    f"(it is built in that policy). Received: a model built in "
+                    f"{model.dtype_policy.name!r}"
+                )
             if state is not None:
                 # A killed run restarts after its last backed-up epoch.
                 print(f"resuming {self.run_dir} after epoch {state['epoch']}", flush=True)
@@ -334,6 +429,99 @@ class TrainingRun:
             },
         )
         return model
+
+
+def check_mixed_precision(mixed_precision):
+    """`TrainingRun`'s `mixed_precision`, checked (`PolicyError`): None, or
+    a policy of `MIXED_PRECISION` that this backend and device can train in."""
+    if mixed_precision is None:
+        return None
+    if mixed_precision not in MIXED_PRECISION:
+        raise precision.PolicyError(
+            f"Invalid value for argument `mixed_precision`. Expected None or one of "
+            f"{MIXED_PRECISION}. Received: mixed_precision={mixed_precision!r}"
+        )
+    return precision.check_policy(mixed_precision)
+
+
+def check_distribution(distribution, devices=None):
+    """`TrainingRun`'s `distribution`, made: None, or the
+    `keras.distribution.DataParallel` over `devices`.
+
+    Raises:
+        DistributionError: an unknown value, `devices` without a
+            distribution, the wrong backend (on TensorFlow the message points
+            to tf.distribute), or more devices than JAX sees.
+    """
+    if distribution is None:
+        if devices is not None:
+            raise distribution_lib.DistributionError(
+                "Invalid value for argument `devices`: it needs "
+                f'distribution="data-parallel". Received: devices={devices!r}'
+            )
+        return None
+    if distribution not in DISTRIBUTIONS:
+        raise distribution_lib.DistributionError(
+            f"Invalid value for argument `distribution`. Expected None or one of "
+            f"{DISTRIBUTIONS}. Received: distribution={distribution!r}"
+        )
+    distribution_lib.check_jax_backend(f"distribution={distribution!r}")
+    return distribution_lib.data_parallel(devices)
+
+
+@contextlib.contextmanager
+def _dtype_policy(policy):
+    """Builds under `policy` (None: the global one), then puts the global
+    policy back: the model's layers keep theirs."""
+    if policy is None:
+        yield
+        return
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+def _pad_for_devices(devices, x, y, validation_data, fit_kwargs):
+    """The data of `fit`, every batch dividing by `devices`: a batched
+    `tf.data.Dataset` padded by `pad_dataset`, NumPy arrays by `pad_arrays`
+    (with `batch_size` a multiple of `devices`). Padded rows weigh 0."""
+    fit_kwargs = dict(fit_kwargs)
+    if _is_dataset(x):
+        x = distribution_lib.pad_dataset(x, devices)
+    elif x is not None and y is not None and not _is_dataset(y):
+        batch_size = fit_kwargs.get("batch_size") or 32
+        x, y, weight = distribution_lib.pad_arrays(
+            x, y, fit_kwargs.pop("sample_weight", None), devices, batch_size
+        )
+        fit_kwargs["sample_weight"] = weight
+    else:
+        raise distribution_lib.DistributionError(
+            "Invalid value for argument `x`: under distribution='data-parallel', "
+            "training data is a batched tf.data.Dataset or NumPy arrays `x` and `y`, "
+            f"whose last batch is padded to the {devices} devices. Received: "
+            f"x of type {type(x).__name__}"
+        )
+    if _is_dataset(validation_data):
+        validation_data = distribution_lib.pad_dataset(validation_data, devices)
+    elif isinstance(validation_data, tuple) and len(validation_data) in (2, 3):
+        vx, vy, *vw = validation_data
+        validation_data = distribution_lib.pad_arrays(
+            vx, vy, vw[0] if vw else None, devices, fit_kwargs.get("validation_batch_size")
+        )
+    elif validation_data is not None:
+        raise distribution_lib.DistributionError(
+            "Invalid value for argument `validation_data`: under "
+            "distribution='data-parallel', a batched tf.data.Dataset or a tuple of "
+            f"NumPy arrays. Received: {type(validation_data).__name__}"
+        )
+    return x, y, validation_data, fit_kwargs
+
+
+def _is_dataset(value):
+    return type(value).__module__.startswith("tensorflow") and hasattr(value, "element_spec")
 
 
 @contextlib.contextmanager
