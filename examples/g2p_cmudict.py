@@ -55,7 +55,9 @@ from keras_attention import Seq2SeqGenerator  # noqa: E402
 from keras_attention import SmoothedSparseCrossentropy  # noqa: E402
 from keras_attention.generation import beam_search  # noqa: E402
 from keras_attention.generation import greedy_search  # noqa: E402
+from keras_attention.generation.search_defaults import BEAM_WIDTH  # noqa: E402
 from keras_attention.generation.search_defaults import COVERAGE_PENALTY  # noqa: E402
+from keras_attention.generation.search_defaults import LENGTH_PENALTY  # noqa: E402
 from keras_attention.line_reader import LineReader  # noqa: E402
 from keras_attention.model_file import ModelFileError  # noqa: E402
 from keras_attention.model_file import load_model  # noqa: E402
@@ -492,7 +494,7 @@ def pronounce_words(generator, vocab, words, beam_width=None, batch_size=256, pr
         if beam_width is None:
             tokens = generator.greedy(source)["tokens"]
         else:
-            tokens = generator.beam(source, beam_width=beam_width, length_penalty=0.6)["tokens"]
+            tokens = generator.beam(source, beam_width=beam_width)["tokens"]
         for word, row in zip(chunk, np.asarray(tokens), strict=True):
             out[word] = vocab.decode_phones(row)
         if bar is not None:
@@ -989,7 +991,7 @@ def export_run(args):
         "output": "phones[id] for each id up to end_id; ids below 3 are not phones",
         "attention": config["attention"],
         "beam_width": args.beam_width,
-        "length_penalty": 0.6,
+        "length_penalty": LENGTH_PENALTY,
         # None: any word length; N: a static input of N ids (pad with pad_id),
         # which LiteRT.js (the browser page, web/) needs.
         "source_length": args.source_length,
@@ -1007,7 +1009,7 @@ def export_run(args):
             path,
             quantization=None if variant == "float32" else variant,
             beam_width=args.beam_width,
-            length_penalty=0.6,
+            length_penalty=LENGTH_PENALTY,
             source_length=args.source_length,
         )
         manifest["models"][variant] = os.path.basename(path)
@@ -1142,7 +1144,7 @@ def parse_args(argv):
         choices=sorted(SPLITS),
         help="test (cmudict-0.7b.test) or dev (train-dev-1-21); default: the run's",
     )
-    p.add_argument("--beam-width", type=int, default=4, help="0: greedy only")
+    p.add_argument("--beam-width", type=int, default=BEAM_WIDTH, help="0: greedy only")
     p.add_argument("--limit", type=positive_int, help="the first N words only")
     p.add_argument("--plot", help="save WER by word length to this PNG")
     p.add_argument("--alignments", help="comma-separated words whose attention to plot")
@@ -1186,7 +1188,7 @@ def parse_args(argv):
         default=["float32", "float16", "int8"],
         help="comma-separated: float32, float16, int8",
     )
-    p.add_argument("--beam-width", type=positive_int, default=4)
+    p.add_argument("--beam-width", type=positive_int, default=BEAM_WIDTH)
     p.add_argument("--monotonic-mode", choices=("hard", "soft"), default="hard")
     p.add_argument(
         "--source-length",
