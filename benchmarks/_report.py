@@ -6,6 +6,7 @@ other section as it was, so benchmarks can be rerun one at a time.
 """
 
 import argparse
+import importlib
 import importlib.util
 import os
 import platform
@@ -35,26 +36,51 @@ def command_line(argv=None):
 
 
 def machine_description():
-    """E.g. "2-core CPU, no GPU (x86_64, Linux)": cores and whether a GPU is used."""
+    """E.g. "2-core CPU, no GPU (x86_64, Linux)": cores and the GPUs seen.
+
+    GPUs are counted by TensorFlow where it is installed, else by `nvidia-smi`
+    (a machine with JAX or PyTorch alone), and named when `nvidia-smi` names them.
+    """
     cores = os.cpu_count()
+    names = _nvidia_gpu_names()
     try:
         import tensorflow as tf
 
-        gpus = tf.config.list_logical_devices("GPU")
+        count = len(tf.config.list_logical_devices("GPU"))
     except ImportError:
-        gpus = []
-    accelerator = f"{len(gpus)} GPU" if gpus else "no GPU"
+        count = len(names)
+    if count and names:
+        accelerator = f"{count} GPU ({names[0]})"
+    else:
+        accelerator = f"{count} GPU" if count else "no GPU"
     return f"{cores}-core CPU, {accelerator} ({platform.machine()}, {platform.system()})"
 
 
-def versions():
-    import keras
-    import tensorflow as tf
+def _nvidia_gpu_names():
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
 
-    return (
-        f"Python {platform.python_version()}, TensorFlow {tf.__version__}, "
-        f"Keras {keras.__version__}"
-    )
+
+def versions():
+    """Python, Keras and whichever of TensorFlow, JAX and PyTorch are installed."""
+    import keras
+
+    found = [f"Python {platform.python_version()}"]
+    for module, name in (("tensorflow", "TensorFlow"), ("jax", "JAX"), ("torch", "PyTorch")):
+        if importlib.util.find_spec(module) is None:
+            continue
+        found.append(f"{name} {importlib.import_module(module).__version__}")
+    found.append(f"Keras {keras.__version__}")
+    return ", ".join(found)
 
 
 def today():
@@ -62,6 +88,10 @@ def today():
 
 
 def git_revision():
+    """The checkout's short revision; `BENCHMARK_REVISION` names it where the
+    code runs from a copy without git (a machine lent for a benchmark)."""
+    if os.environ.get("BENCHMARK_REVISION"):
+        return os.environ["BENCHMARK_REVISION"]
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
