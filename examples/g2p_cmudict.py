@@ -67,6 +67,8 @@ from keras_attention.training import TrainingRun  # noqa: E402
 from keras_attention.training import cosine_to_budget  # noqa: E402
 from keras_attention.training import run_folder  # noqa: E402
 from keras_attention.training.atomic import write_json  # noqa: E402
+from keras_attention.training.training_run import DISTRIBUTIONS  # noqa: E402
+from keras_attention.training.training_run import MIXED_PRECISION  # noqa: E402
 
 # The files of ../shared/data/cmudict and their sha256 (see the README there).
 SHA256 = {
@@ -664,11 +666,15 @@ def train(args):
         files=RUN_FILES,
         overwrite=args.overwrite,
         option_defaults=OLDER_RECIPE,
+        mixed_precision=args.mixed_precision,
+        distribution=args.distribution,
     )
     status = run_folder.run_status(args.run_dir)  # a folder not ours: refused
     if status.state == run_folder.FINISHED and not args.overwrite:
         # The recipe is checked first: a finished run of another one is no answer.
-        run_folder.check_options(args.run_dir, config, defaults=OLDER_RECIPE)
+        run_folder.check_options(
+            args.run_dir, run.options, ignore=run.session_options, defaults=run.option_defaults
+        )
         print(f"{args.run_dir} has finished training; nothing to do")
         return load_run(args.run_dir)[0]
     with run:
@@ -1132,6 +1138,18 @@ def parse_args(argv):
         "--quick",
         action="store_true",
         help="a tiny run for tests: 300 words, small layers, 12 epochs",
+    )
+    p.add_argument(
+        "--mixed-precision",
+        choices=MIXED_PRECISION,
+        help="train in this dtype policy (a GPU or TPU's; a resumed run keeps it); "
+        "export makes float32 models",
+    )
+    p.add_argument(
+        "--distribution",
+        choices=DISTRIBUTIONS,
+        help="JAX only (KERAS_BACKEND=jax): keras.distribution over every device JAX "
+        "sees; --batch-size stays the global batch, split across them",
     )
 
     p = commands.add_parser(

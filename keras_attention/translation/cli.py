@@ -27,10 +27,16 @@ import argparse
 import contextlib
 import logging
 
+import keras
+
+from keras_attention.distribution import DistributionError
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.generation.search_defaults import check_penalty
+from keras_attention.precision import PolicyError
+from keras_attention.training.training_run import DISTRIBUTIONS
+from keras_attention.training.training_run import MIXED_PRECISION
 from keras_attention.translation import commands
 from keras_attention.translation import distribute
 from keras_attention.translation import export
@@ -117,9 +123,23 @@ def _train(args):
         )
     if args.max_minutes and args.strategy == "multi-worker":
         raise SystemExit("train: --max-minutes cannot be used with --strategy multi-worker")
+    if args.distribution and args.strategy != "one-device":
+        raise SystemExit(
+            f"train: --distribution {args.distribution} (keras.distribution, JAX) cannot be "
+            f"used with --strategy {args.strategy} (tf.distribute, TensorFlow)"
+        )
+    if args.distribution and keras.backend.backend() != "jax":
+        raise SystemExit(
+            f"train: --distribution {args.distribution} needs the JAX backend "
+            f"(KERAS_BACKEND=jax); the backend is {keras.backend.backend()!r}. On "
+            "TensorFlow, train on several devices with --strategy mirrored (one machine) "
+            "or --strategy multi-worker"
+        )
     try:
         return _train_run(args)
     except (
+        PolicyError,
+        DistributionError,
         runs.RunFolderError,
         runs.CorruptRunError,
         runs.RunWriteError,
@@ -144,6 +164,8 @@ def _train_run(args):
             "keep_epochs",
             "overwrite",
             "strategy",
+            "mixed_precision",
+            "distribution",
         ),
         **{key: getattr(args, key, None) for key in PRESETS[args.preset]},
     )
@@ -287,7 +309,23 @@ def _add_train(subparsers):
         default="one-device",
         help="tf.distribute strategy; --batch-size is then per replica",
     )
+    _add_precision_and_distribution(p)
     p.set_defaults(func=_train)
+
+
+def _add_precision_and_distribution(p):
+    p.add_argument(
+        "--mixed-precision",
+        choices=MIXED_PRECISION,
+        help="train in this dtype policy (a GPU or TPU's; a resumed run keeps it); "
+        "export makes float32 models",
+    )
+    p.add_argument(
+        "--distribution",
+        choices=DISTRIBUTIONS,
+        help="JAX only (KERAS_BACKEND=jax): keras.distribution over every device JAX "
+        "sees; --batch-size is then per device",
+    )
 
 
 def _add_model_options(p):

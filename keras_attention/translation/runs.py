@@ -88,8 +88,9 @@ _OLDER_RUN_ENTRIES = frozenset(
 )
 
 
-def translator_run(run_dir, config, overwrite=False, ignore=(), setup=None):
-    """The `TrainingRun` of a translator's run folder."""
+def translator_run(run_dir, config, overwrite=False, ignore=(), setup=None, **options):
+    """The `TrainingRun` of a translator's run folder; `options`: its
+    `mixed_precision` and `distribution`."""
     return TrainingRun(
         run_dir,
         config,
@@ -98,6 +99,7 @@ def translator_run(run_dir, config, overwrite=False, ignore=(), setup=None):
         overwrite=overwrite,
         legacy=older_finished_run,
         setup=setup,
+        **options,
     )
 
 

@@ -118,6 +118,8 @@ def train_run(
     keep_epochs=False,
     overwrite=False,
     strategy="one-device",
+    mixed_precision=None,
+    distribution=None,
     **overrides,
 ):
     """Trains a translator into `run_dir`, or resumes its unfinished training.
@@ -145,6 +147,13 @@ def train_run(
             folder that is not a run of this package is never touched.
         strategy: one of `distribute.STRATEGIES`; `batch_size` is then per
             replica.
+        mixed_precision: None (float32), "mixed_float16" or "mixed_bfloat16"
+            (`TrainingRun`'s): the policy the model is trained in; a resumed
+            run keeps it. Export makes a float32 copy by itself.
+        distribution: None, or "data-parallel" on JAX (`TrainingRun`'s):
+            `keras.distribution.DataParallel` over every device JAX sees,
+            with `strategy="one-device"`; `batch_size` is then per device,
+            and the last batch is padded with rows of weight 0.
         **overrides: values of the preset's keys (`epochs=`, `units=`,
             `conditional=`, ...); None keeps the preset's value.
 
@@ -166,16 +175,30 @@ def train_run(
     Nothing in the folder is changed when one of these is raised.
     """
     check_options(preset, attention, max_minutes, strategy, overrides)
+    if distribution is not None and strategy != "one-device":
+        raise ValueError(
+            f"Invalid value for argument `strategy`: a tf.distribute strategy cannot be "
+            f"used with distribution={distribution!r} (keras.distribution on JAX). "
+            f"Received: strategy={strategy!r}"
+        )
     tf_strategy = distribute.make_strategy(strategy)
-    replicas = tf_strategy.num_replicas_in_sync
     # Workers other than the chief write to a private sub-folder.
     run_dir = distribute.worker_run_dir(run_dir)
     config = _run_config(preset, overrides, attention=attention, seed=seed, preset=preset)
     config.update(lr_schedule=lr_schedule, input_feeding=input_feeding)
-    config.update(strategy=strategy, replicas=replicas, max_minutes=max_minutes)
+    config.update(strategy=strategy, max_minutes=max_minutes)
     run = runs.translator_run(
-        run_dir, config, overwrite, ignore=SESSION_OPTIONS, setup=tf_strategy.scope
+        run_dir,
+        config,
+        overwrite,
+        ignore=SESSION_OPTIONS,
+        setup=tf_strategy.scope,
+        mixed_precision=mixed_precision,
+        distribution=distribution,
     )
+    # The batch is split across the strategy's replicas or the devices.
+    replicas = run.options["devices"] or tf_strategy.num_replicas_in_sync
+    run.options["replicas"] = replicas
     # Read-only, before the lock file is written into the folder: a folder
     # that is not a run of ours is never written to. Checked again under the
     # lock.
@@ -241,7 +264,7 @@ def check_options(preset, attention, max_minutes, strategy, overrides):
 def _train(run, tf_strategy, patience, max_minutes, keep_epochs, data_dir):
     """The training of `train_run`, in a prepared and locked run folder."""
     run_dir, config = run.run_dir, run.options
-    replicas = tf_strategy.num_replicas_in_sync
+    replicas = config["replicas"]
     seed = config["seed"]
     keras.utils.set_random_seed(seed)
 
@@ -262,8 +285,8 @@ def _train(run, tf_strategy, patience, max_minutes, keep_epochs, data_dir):
         f"{target_tokenizer.vocab_size} subwords; {len(train_en)} training pairs"
     )
 
-    # `batch_size` is per replica; the datasets yield global batches that the
-    # strategy splits.
+    # `batch_size` is per replica (or device); the datasets yield global
+    # batches that the strategy (or the distribution) splits.
     global_batch = config["batch_size"] * replicas
     tokenizers = (source_tokenizer, target_tokenizer)
     train_data = make_dataset(

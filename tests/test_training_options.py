@@ -1,0 +1,152 @@
+"""`--mixed-precision` and `--distribution` of the translator's and the G2P
+example's `train`, which hand them to `TrainingRun`.
+
+A tiny translator run (40 pairs, one epoch) trained under mixed_bfloat16
+(bfloat16 runs on a CPU) exports, with `export` unchanged, to a builtin-only
+TFLite model whose greedy tokens equal Keras greedy of the same weights in a
+model built again in float32 (not through `keras_attention.precision`). Bad
+input is refused in one line before a run folder is made. TensorFlow only
+(the CLIs' data and export are TensorFlow's); the JAX route is
+tests/test_distributed.py.
+"""
+
+import numpy as np
+import pytest
+from _data_paths import multi30k_dir
+
+from keras_attention import precision
+from keras_attention.translation import cli
+
+pytestmark = pytest.mark.tensorflow
+
+TINY = ["train", "--preset", "tiny", "--max-train-examples", "40", "--epochs", "1"]
+MAX_LENGTH = 12
+SENTENCES = 20
+
+
+@pytest.fixture(scope="module")
+def bfloat16_run(tmp_path_factory):
+    """(run folder, export folder) of a tiny translator trained in mixed_bfloat16."""
+    data_dir = multi30k_dir()
+    if not (data_dir / "train.en.gz").exists():
+        pytest.fail(f"Multi30k is not in {data_dir} (see tests/_data_paths.py)")
+    precision.check_policy("mixed_bfloat16")  # this runtime trains in it
+    run_dir = tmp_path_factory.mktemp("bfloat16") / "run"
+    out = run_dir.parent / "export"
+    data = ["--data-dir", str(data_dir)]
+    cli.main([*data, *TINY, "--mixed-precision", "mixed_bfloat16", "--run-dir", str(run_dir)])
+    cli.main(["export", str(run_dir), str(out), "--variants", "float32", "--max-length", "12"])
+    return run_dir, out
+
+
+def test_a_bfloat16_run_trains_in_bfloat16_and_leaves_the_global_policy(bfloat16_run):
+    import json
+
+    import keras
+
+    run_dir, _ = bfloat16_run
+    assert keras.config.dtype_policy().name == "float32"
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["mixed_precision"] == "mixed_bfloat16"
+    model = keras.saving.load_model(run_dir / "model.keras")
+    assert {policy for _, policy in precision.reduced_precision_layers(model)} == {"mixed_bfloat16"}
+
+
+def test_a_bfloat16_run_exports_builtin_tflite_equal_to_keras_float32(bfloat16_run):
+    import keras
+    from ai_edge_litert.interpreter import Interpreter
+
+    from keras_attention.export import non_builtin_operators
+    from keras_attention.translation import load_multi30k
+    from keras_attention.translation.commands import load_run
+    from keras_attention.translation.training import compiled_model
+    from keras_attention.translation.translator import Translator
+
+    run_dir, out = bfloat16_run
+    path = next((out / "tflite").glob("*float32.tflite"))
+    assert non_builtin_operators(path) == {}
+    translator, config = load_run(run_dir)
+    # The reference: the architecture built again in float32 (the global
+    # policy, which the run put back), the weights set.
+    assert keras.config.dtype_policy().name == "float32"
+    reference_model = compiled_model(
+        config, translator.source_tokenizer, translator.target_tokenizer
+    )
+    assert not precision.reduced_precision_layers(reference_model)
+    reference_model.set_weights(translator.model.get_weights())
+    reference = Translator(
+        reference_model, translator.source_tokenizer, translator.target_tokenizer
+    )
+    texts = load_multi30k(("val",), multi30k_dir())["val"].en[:SENTENCES]
+    runner = Interpreter(model_path=str(path)).get_signature_runner("translate")
+    differ = []
+    for text in texts:
+        ids = translator.source_tokenizer.tokenize([text]).to_tensor().numpy().astype("int32")
+        lite = runner(source_ids=ids)
+        expected = reference.generator.greedy(ids, max_length=MAX_LENGTH)
+        n = int(np.asarray(expected["lengths"])[0])
+        got = lite["tokens"][0, : int(lite["lengths"][0])].tolist()
+        if got != np.asarray(expected["tokens"])[0, :n].tolist():
+            differ.append(text)
+    assert differ == []
+
+
+def test_distribution_on_tensorflow_is_one_line_pointing_to_strategy(tmp_path):
+    run_dir = tmp_path / "run"
+    argv = ["--data-dir", str(tmp_path), *TINY, "--run-dir", str(run_dir)]
+    with pytest.raises(SystemExit) as info:
+        cli.main([*argv, "--distribution", "data-parallel"])
+    message = str(info.value.code)
+    assert message.startswith("train: --distribution data-parallel needs the JAX backend")
+    assert "--strategy mirrored" in message and "\n" not in message
+    assert not run_dir.exists()
+
+
+def test_an_unknown_policy_is_refused_by_the_parser(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main([*TINY, "--run-dir", str(tmp_path / "run"), "--mixed-precision", "float16"])
+    assert info.value.code == 2
+    assert "argument --mixed-precision: invalid choice: 'float16'" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_policy_the_runtime_cannot_take_is_one_line(tmp_path, monkeypatch):
+    def no_kernel(policy):
+        raise RuntimeError("no bfloat16 kernel for MatMul\nmore lines")
+
+    monkeypatch.setattr(precision, "_probe", no_kernel)
+    run_dir = tmp_path / "run"
+    argv = ["--data-dir", str(tmp_path), *TINY, "--run-dir", str(run_dir)]
+    with pytest.raises(SystemExit) as info:
+        cli.main([*argv, "--mixed-precision", "mixed_bfloat16"])
+    message = str(info.value.code)
+    assert message.startswith("train: Invalid value for argument `policy`")
+    assert "cannot train in bfloat16" in message and "no bfloat16 kernel" in message
+    assert "\n" not in message
+    assert not run_dir.exists()
+
+
+# ------------------------------------------------------------ the G2P example
+
+
+@pytest.fixture(scope="module")
+def g2p():
+    from _scripts import load_script
+
+    return load_script("examples/g2p_cmudict.py")
+
+
+def test_g2p_train_takes_both_flags_and_refuses_distribution_off_jax(g2p, tmp_path):
+    from _scripts import ROOT
+
+    run_dir = tmp_path / "run"
+    argv = ["train", "--quick", "--data-dir", str(ROOT.parent / "shared" / "data" / "cmudict")]
+    argv += ["--run-dir", str(run_dir), "--mixed-precision", "mixed_bfloat16"]
+    args = g2p.parse_args([*argv, "--distribution", "data-parallel"])
+    assert (args.mixed_precision, args.distribution) == ("mixed_bfloat16", "data-parallel")
+    with pytest.raises(SystemExit) as info:
+        g2p.main([*argv, "--distribution", "data-parallel"])
+    message = str(info.value.code)
+    assert message.startswith("train: distribution='data-parallel' needs the JAX backend")
+    assert "tf.distribute" in message and "\n" not in message
+    assert not run_dir.exists()
