@@ -378,8 +378,6 @@ class BaseAttention(keras.layers.Layer):
         query_mask=None,
         training=None,
         noise=None,
-        *,
-        _memory_zeroed=False,
     ):
         """One step: attends with keys from `precompute_keys` and the previous state.
 
@@ -402,12 +400,39 @@ class BaseAttention(keras.layers.Layer):
             (batch, T_v) in the compute dtype (for a layer with several heads,
             their average); the new state dict.
         """
+        return self._attend_step(
+            query,
+            value,
+            processed_keys,
+            attention_state,
+            value_mask=value_mask,
+            query_mask=query_mask,
+            training=training,
+            noise=noise,
+        )
+
+    def _attend_step(
+        self,
+        query,
+        value,
+        processed_keys,
+        attention_state,
+        value_mask=None,
+        query_mask=None,
+        training=None,
+        noise=None,
+        *,
+        memory_zeroed=False,
+    ):
+        """`attend_step`, with `memory_zeroed=True` where the caller zeroed `value`
+        and `processed_keys` at masked keys once per batch (the decoders, `call`).
+        """
         dtype = self.compute_dtype
         query = ops.cast(query, dtype)
         value = ops.cast(value, dtype)
         self._check_step_inputs(query, value, processed_keys, value_mask, query_mask)
         self._check_state(attention_state, value.shape)
-        if not _memory_zeroed:
+        if not memory_zeroed:
             # 0 · NaN is NaN: what the mask removes is zeroed before any product.
             value = zero_masked(value, value_mask)
             processed_keys = zero_masked(processed_keys, value_mask)
@@ -503,8 +528,6 @@ class BaseAttention(keras.layers.Layer):
         query_mask=None,
         training=None,
         attention_state=None,
-        *,
-        _memory_zeroed=False,
     ):
         """Every query of a sequence: `attend_step` over the T_q queries, carrying the state.
 
@@ -522,10 +545,35 @@ class BaseAttention(keras.layers.Layer):
         Returns:
             `(context (batch, T_q, d_v), weights (batch, T_q, T_v), last state)`.
         """
+        return self._attend_sequence(
+            query,
+            value,
+            processed_keys,
+            value_mask=value_mask,
+            query_mask=query_mask,
+            training=training,
+            attention_state=attention_state,
+        )
+
+    def _attend_sequence(
+        self,
+        query,
+        value,
+        processed_keys,
+        value_mask=None,
+        query_mask=None,
+        training=None,
+        attention_state=None,
+        *,
+        memory_zeroed=False,
+    ):
+        """`attend_sequence`, with `memory_zeroed=True` where the caller zeroed `value`
+        and `processed_keys` at masked keys once per batch (the decoders, `call`).
+        """
         dtype = self.compute_dtype
         query = ops.cast(query, dtype)
         value = ops.cast(value, dtype)
-        if not _memory_zeroed:
+        if not memory_zeroed:
             value = zero_masked(value, value_mask)
             processed_keys = zero_masked(processed_keys, value_mask)
         if attention_state is None:
@@ -545,7 +593,7 @@ class BaseAttention(keras.layers.Layer):
         }
 
         def step(carry, x):
-            context, weights, new_state = self.attend_step(
+            context, weights, new_state = self._attend_step(
                 x["query"],
                 value,
                 processed_keys,
@@ -554,7 +602,7 @@ class BaseAttention(keras.layers.Layer):
                 query_mask=x.get("mask"),
                 training=training,
                 noise=x.get("noise"),
-                _memory_zeroed=True,
+                memory_zeroed=True,
             )
             carry = {"state": new_state, "context": context, "weights": weights}
             return carry, carry
@@ -618,14 +666,14 @@ class BaseAttention(keras.layers.Layer):
         value = zero_masked(ops.cast(value, dtype), value_mask)
         # Zeroed before the projection: a NaN there would reach its gradient.
         processed_keys = self.precompute_keys(zero_masked(ops.cast(key, dtype), value_mask))
-        common = {"value_mask": value_mask, "training": training, "_memory_zeroed": True}
+        common = {"value_mask": value_mask, "training": training, "memory_zeroed": True}
         if len(query.shape) == 2:
             if attention_state is None:
                 attention_state = self.initial_attention_state(value, value_mask)
-            return self.attend_step(
+            return self._attend_step(
                 query, value, processed_keys, attention_state, query_mask=query_mask, **common
             )
-        return self.attend_sequence(
+        return self._attend_sequence(
             query,
             value,
             processed_keys,

@@ -131,24 +131,24 @@ class ContentAttention(BaseAttention):
             shape = shape[:2] + (self.num_heads,) + shape[2:]
         return self._dropout_mask(shape, training)
 
-    def attend_step(self, *args, **kwargs):
-        """One step of the contract: the arguments and returns of `BaseAttention.attend_step`.
+    def _attend_step(self, *args, **kwargs):
+        """One step of the contract: the arguments and returns of `BaseAttention._attend_step`.
 
         The weights depend on the query and keys alone: the state is the empty
         dict, passed on. With several heads, the weights returned are the
         average of the heads' (the alignment a plot shows); the Keras call
         gives each head's.
         """
-        step = bound_arguments(super().attend_step, args, kwargs)
+        step = bound_arguments(super()._attend_step, args, kwargs)
         self._check_state(step["attention_state"], tuple(step["value"].shape))
         if len(step["query"].shape) != 2:
             raise _arg_error("query", "(batch, d_q) for one step", step["query"].shape)
         return self._attend_averaged(step, step["noise"])
 
-    def attend_sequence(self, *args, **kwargs):
+    def _attend_sequence(self, *args, **kwargs):
         """Every query at once, in parallel: the arguments and returns of
-        `BaseAttention.attend_sequence`."""
-        sequence = bound_arguments(super().attend_sequence, args, kwargs)
+        `BaseAttention._attend_sequence`."""
+        sequence = bound_arguments(super()._attend_sequence, args, kwargs)
         if sequence["attention_state"] is not None:
             self._check_state(sequence["attention_state"], tuple(sequence["value"].shape))
         return self._attend_averaged(sequence, None)
@@ -156,7 +156,7 @@ class ContentAttention(BaseAttention):
     def _attend_averaged(self, arguments, noise):
         """`_attend` as the contract returns it: `(context, the heads' average weights, {})`.
 
-        arguments: those of `attend_step` or `attend_sequence`, by name.
+        arguments: those of `_attend_step` or `_attend_sequence`, by name.
         """
         query = arguments["query"]
         context, weights = self._attend(
@@ -167,7 +167,7 @@ class ContentAttention(BaseAttention):
             value_mask=arguments["value_mask"],
             training=arguments["training"],
             dropout_mask=noise,
-            _memory_zeroed=arguments["_memory_zeroed"],
+            memory_zeroed=arguments["memory_zeroed"],
         )
         if len(weights.shape) > len(query.shape):
             # Several heads: (B, H, [T_q,] T_v) → the head average.
@@ -223,7 +223,7 @@ class ContentAttention(BaseAttention):
         training=None,
         dropout_mask=None,
         *,
-        _memory_zeroed=False,
+        memory_zeroed=False,
     ):
         """What `attend_step`, `attend_sequence` and `call` compute: each head's weights.
 
@@ -261,9 +261,9 @@ class ContentAttention(BaseAttention):
                 query_mask = ops.expand_dims(query_mask, 1)  # (B, 1)
         # The masked weights are exactly 0, but 0 · NaN is NaN: what a mask
         # removes is zeroed before any product, so that it is never read.
-        if not _memory_zeroed:
+        if not memory_zeroed:
             # (A decoder zeroes its memory once per batch, before projecting the
-            # keys, and passes `_memory_zeroed=True` at every step.)
+            # keys, and passes `memory_zeroed=True` at every step.)
             value = zero_masked(value, value_mask)
             processed_keys = zero_masked(processed_keys, value_mask)
         query = zero_masked(query, query_mask)

@@ -165,7 +165,7 @@ class OverriddenAttention(ContentAttention):
             weights = _permute(weights, keep, keys)
         weights = zero_masked(weights, query_mask)  # padded queries attend to nothing
         value = ops.cast(arguments["value"], weights.dtype)
-        if not arguments["_memory_zeroed"]:
+        if not arguments["memory_zeroed"]:
             value = zero_masked(value, value_mask)  # 0 · NaN is NaN
         if len(weights.shape) == 2:
             context = ops.einsum("bv,bvd->bd", weights, value)  # (B, d_v)

@@ -135,7 +135,7 @@ class BaseDecoder(keras.layers.Layer):
         def attend(query, attention_state):
             # The memory was zeroed where masked (`_sequence_inputs`,
             # `get_decode_state`) and the keys projected from it: finite there.
-            context, weights, new_state = self.attention.attend_step(
+            context, weights, new_state = self.attention._attend_step(
                 query,
                 memory,
                 processed_keys,
@@ -143,7 +143,7 @@ class BaseDecoder(keras.layers.Layer):
                 value_mask=memory_mask,
                 training=training,
                 noise=noise,
-                _memory_zeroed=True,
+                memory_zeroed=True,
             )
             # An attention layer with another policy (float32 inside a
             # mixed_float16 decoder) must not change the dtype of the loop carry.
@@ -158,14 +158,14 @@ class BaseDecoder(keras.layers.Layer):
         loop carrying the state for a stateful one. A padded step (step_mask
         False) gives zero context and weights.
         """
-        contexts, weights, _ = self.attention.attend_sequence(
+        contexts, weights, _ = self.attention._attend_sequence(
             queries,
             memory,
             processed_keys,
             value_mask=memory_mask,
             query_mask=step_mask,
             training=training,
-            _memory_zeroed=True,
+            memory_zeroed=True,
         )
         return ops.cast(contexts, self.compute_dtype), ops.cast(weights, self.compute_dtype)
 
