@@ -489,7 +489,7 @@ def test_the_docs_data_parallel_block_runs_and_exports(tmp_path):
         pytest.skip("jax is not installed")
     page = (ROOT / "docs" / "distributed.md").read_text(encoding="utf-8")
     blocks = re.findall(r"^```bash\n(.*?)^```", page, re.S | re.M)
-    (block,) = [b for b in blocks if "KERAS_BACKEND=jax" in b]
+    (block,) = [b for b in blocks if "KERAS_BACKEND=jax" in b and "set_distribution" in b]
     package_root = str(Path(keras_attention.__file__).resolve().parents[1])
     env = dict(_environment(), PYTHONPATH=package_root)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
