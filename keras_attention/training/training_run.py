@@ -94,7 +94,8 @@ class TrainingRun:
             a finished run of an older version (read only: it is refused).
         setup: a function returning a context manager entered while the
             model is built, compiled and restored: a `tf.distribute`
-            strategy's `scope`, a mixed-precision policy. None: nothing.
+            strategy's `scope` (for a policy, use `mixed_precision`). None:
+            nothing.
         option_defaults: `{key: value}` that a run's `config.json` lacking
             `key` stands for when the options are compared (the value of an
             option before it existed).
