@@ -91,6 +91,48 @@ def test_a_bfloat16_run_exports_builtin_tflite_equal_to_keras_float32(bfloat16_r
     assert differ == []
 
 
+def test_a_bfloat16_run_exports_a_saved_model_that_serves_in_float32(bfloat16_run):
+    """The text-in SavedModel of `export` translates as the same weights in a
+    float32 model do, not in bfloat16 (which differs on these sentences)."""
+    import keras
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (registers the tokenizer's ops)
+
+    from keras_attention.translation import load_multi30k
+    from keras_attention.translation.commands import load_run
+    from keras_attention.translation.tokenizer import START_ID
+    from keras_attention.translation.training import compiled_model
+
+    run_dir, out = bfloat16_run
+    translator, config = load_run(run_dir)
+    reference_model = compiled_model(
+        config, translator.source_tokenizer, translator.target_tokenizer
+    )
+    assert keras.config.dtype_policy().name == "float32"
+    reference_model.set_weights(translator.model.get_weights())
+    texts = load_multi30k(("val",), multi30k_dir())["val"].en[:SENTENCES]
+    ids = translator.source_tokenizer.tokenize(texts).to_tensor().numpy().astype("int32")
+    saved = tf.saved_model.load(str(next((out / "saved_model").iterdir())))
+    served = saved.signatures["serving_default"](sentences=tf.constant(texts))
+    logits = {"float32": reference_model, "bfloat16": translator.model}
+    scores = {}
+    for name, model in logits.items():
+        # Teacher-forced log-probabilities of the served tokens: float32's
+        # own weights score them exactly as the SavedModel did.
+        tokens = served["tokens"].numpy()
+        target_in = np.concatenate([np.full((len(texts), 1), START_ID, "int32"), tokens[:, :-1]], 1)
+        out_logits = keras.ops.convert_to_numpy(
+            keras.ops.cast(model([ids, target_in], training=False), "float32")
+        )
+        log_probs = out_logits - np.log(np.exp(out_logits).sum(-1, keepdims=True))
+        picked = np.take_along_axis(log_probs, tokens[..., None], -1)[..., 0]
+        lengths = served["lengths"].numpy()
+        mask = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
+        scores[name] = (picked * mask).sum(1)
+    np.testing.assert_allclose(served["log_probs"].numpy(), scores["float32"], atol=1e-4)
+    assert np.abs(served["log_probs"].numpy() - scores["bfloat16"]).max() > 1e-3
+
+
 def test_distribution_on_tensorflow_is_one_line_pointing_to_strategy(tmp_path):
     run_dir = tmp_path / "run"
     argv = ["--data-dir", str(tmp_path), *TINY, "--run-dir", str(run_dir)]

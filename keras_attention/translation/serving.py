@@ -30,6 +30,7 @@ from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BATCH
 from keras_attention.generation.search_defaults import BeamSettings
+from keras_attention.precision import float32_copy
 from keras_attention.validation import check_positive_int
 
 SIGNATURES = ("serving_default", "beam")
@@ -39,7 +40,9 @@ class ServingTranslator(ExportModule):
     """Text in, text out: tokenization, search and detokenization in one graph.
 
     Args:
-        translator: a `Translator` (its model keeps its variables).
+        translator: a `Translator` (its model keeps its variables; a model
+            that computes in float16 or bfloat16 is served by a float32
+            copy with the same weights).
         max_length: int, the most output tokens (END included), or None for
             min(2 * S + 10, the generator's `max_output_length`) with S the
             longest (truncated) source in the batch.
@@ -69,6 +72,14 @@ class ServingTranslator(ExportModule):
     ):
         super().__init__("SavedModel export", name="serving_translator")
         check_positive_int("max_batch", max_batch)
+        # A run trained in mixed precision serves in float32, as its TFLite
+        # files do: the same weights in a float32 copy of the model (a
+        # float32 model is used as it is).
+        model = float32_copy(translator.model)
+        if model is not translator.model:
+            translator = type(translator)(
+                model, translator.source_tokenizer, translator.target_tokenizer
+            )
         self.translator = translator
         self.max_length = max_length
         self.beam_width = translator.check_beam_width(beam_width)
