@@ -64,11 +64,10 @@ from keras_attention.model_file import load_model  # noqa: E402
 from keras_attention.training import DiskFullError  # noqa: E402
 from keras_attention.training import RunWriteError  # noqa: E402
 from keras_attention.training import TrainingRun  # noqa: E402
+from keras_attention.training import add_run_arguments  # noqa: E402
 from keras_attention.training import cosine_to_budget  # noqa: E402
 from keras_attention.training import run_folder  # noqa: E402
 from keras_attention.training.atomic import write_json  # noqa: E402
-from keras_attention.training.training_run import DISTRIBUTIONS  # noqa: E402
-from keras_attention.training.training_run import MIXED_PRECISION  # noqa: E402
 
 # The files of ../shared/data/cmudict and their sha256 (see the README there).
 SHA256 = {
@@ -1139,18 +1138,7 @@ def parse_args(argv):
         action="store_true",
         help="a tiny run for tests: 300 words, small layers, 12 epochs",
     )
-    p.add_argument(
-        "--mixed-precision",
-        choices=MIXED_PRECISION,
-        help="train in this dtype policy (a GPU or TPU's; a resumed run keeps it); "
-        "export makes float32 models",
-    )
-    p.add_argument(
-        "--distribution",
-        choices=DISTRIBUTIONS,
-        help="JAX only (KERAS_BACKEND=jax): keras.distribution over every device JAX "
-        "sees; --batch-size stays the global batch, split across them",
-    )
+    add_run_arguments(p, "--batch-size stays the global batch, split across them")
 
     p = commands.add_parser(
         "evaluate", help="WER and PER, greedy and beam", formatter_class=formatter

@@ -34,6 +34,7 @@ _WHERE = {
     "cosine_to_budget": "schedules",
     "RunWriteError": "training_run",
     "TrainingRun": "training_run",
+    "add_run_arguments": "training_run",
 }
 __all__ = sorted(_WHERE)
 

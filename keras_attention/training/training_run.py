@@ -38,6 +38,30 @@ RUN_OPTION_DEFAULTS = {"mixed_precision": None, "distribution": None, "devices":
 DISTRIBUTION_SESSION_OPTIONS = ("distribution", "devices")
 
 
+def add_run_arguments(parser, batch_size_note):
+    """Adds `--mixed-precision` and `--distribution` to an argparse parser,
+    the options a command-line trainer hands to `TrainingRun` as
+    `mixed_precision=args.mixed_precision, distribution=args.distribution`.
+
+    Args:
+        parser: an `argparse.ArgumentParser` (or a subcommand's parser).
+        batch_size_note: str, what the trainer's batch size means under
+            `--distribution` (e.g. "--batch-size is then per device").
+    """
+    parser.add_argument(
+        "--mixed-precision",
+        choices=MIXED_PRECISION,
+        help="train in this dtype policy (a GPU or TPU's; a resumed run keeps it); "
+        "export makes float32 models",
+    )
+    parser.add_argument(
+        "--distribution",
+        choices=DISTRIBUTIONS,
+        help="JAX only (KERAS_BACKEND=jax): keras.distribution over every device JAX "
+        f"sees; {batch_size_note}",
+    )
+
+
 class RunWriteError(OSError):
     """The run folder cannot be written (a read-only file system, no
     permission); the message names the folder. Nothing was changed."""

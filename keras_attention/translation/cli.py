@@ -35,8 +35,7 @@ from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.generation.search_defaults import check_penalty
 from keras_attention.precision import PolicyError
-from keras_attention.training.training_run import DISTRIBUTIONS
-from keras_attention.training.training_run import MIXED_PRECISION
+from keras_attention.training.training_run import add_run_arguments
 from keras_attention.translation import commands
 from keras_attention.translation import distribute
 from keras_attention.translation import export
@@ -309,23 +308,8 @@ def _add_train(subparsers):
         default="one-device",
         help="tf.distribute strategy; --batch-size is then per replica",
     )
-    _add_precision_and_distribution(p)
+    add_run_arguments(p, "--batch-size is then per device")
     p.set_defaults(func=_train)
-
-
-def _add_precision_and_distribution(p):
-    p.add_argument(
-        "--mixed-precision",
-        choices=MIXED_PRECISION,
-        help="train in this dtype policy (a GPU or TPU's; a resumed run keeps it); "
-        "export makes float32 models",
-    )
-    p.add_argument(
-        "--distribution",
-        choices=DISTRIBUTIONS,
-        help="JAX only (KERAS_BACKEND=jax): keras.distribution over every device JAX "
-        "sees; --batch-size is then per device",
-    )
 
 
 def _add_model_options(p):
