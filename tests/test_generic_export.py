@@ -238,7 +238,8 @@ def big_generator():
     bias[PAD] = -50.0
     final.kernel.assign(6.0 * final.kernel.numpy())
     final.bias.assign(bias)
-    probe = Seq2SeqGenerator.from_model(model, START, BIG_VOCAB)  # an END it never emits
+    # An END it never emits: PAD's logit is -50 (an id past the vocabulary is refused).
+    probe = Seq2SeqGenerator.from_model(model, START, PAD)
     rows = [probe.greedy(x, max_length=BIG_MAX_LENGTH)["tokens"][0] for x in _big_sources()]
     end_id = pick_end_id(np.stack(rows))
     return Seq2SeqGenerator.from_model(model, START, end_id)
