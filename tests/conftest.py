@@ -48,10 +48,39 @@ def _import_the_installed_package():
             f"({location}), not from an installed wheel: install it with "
             '`python -m build && pip install "$(echo dist/*.whl)[dev]"`, not `pip install -e`.'
         )
+    _check_the_installed_copy_is_this_source(location.parent)
     # The processes the tests start (`python -m keras_attention.translation`,
     # `python -c ...`, often in the repository) do not put their working
     # directory on sys.path either (Python 3.11 and later read this).
     os.environ["PYTHONSAFEPATH"] = "1"
+
+
+def _check_the_installed_copy_is_this_source(installed):
+    """Refuses an installed copy built from other sources than this checkout's.
+
+    `pip install dist/*.whl` keeps an installed copy of the same version, so
+    in an environment that ran the tests before, the tests would exercise
+    old code. Every module of the source tree must be in the installed copy,
+    byte for byte; a module the wheel lacks still fails the tests that import
+    it (this names it first).
+    """
+    source = ROOT / "keras_attention"
+    missing, differ = [], []
+    for path in sorted(source.rglob("*.py")):
+        relative = path.relative_to(source)
+        copy = installed / relative
+        if not copy.is_file():
+            missing.append(str(relative))
+        elif copy.read_bytes() != path.read_bytes():
+            differ.append(str(relative))
+    if missing or differ:
+        raise RuntimeError(
+            f"{INSTALLED_ENV}=1 but the installed keras_attention ({installed}) is not "
+            f"built from this checkout: missing {missing or 'none'}, different "
+            f"{differ or 'none'}. Build the wheel again and reinstall it: "
+            "`rm -rf dist && python -m build && pip install --force-reinstall --no-deps "
+            "dist/*.whl`."
+        )
 
 
 if os.environ.get(INSTALLED_ENV) == "1":
