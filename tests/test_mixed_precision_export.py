@@ -134,7 +134,9 @@ class Case:
         self.reference = build(mechanism, "float32")
         self.reference.set_weights(self.model.get_weights())
         self.source, self.lengths = sources()
-        probe = Seq2SeqGenerator.from_model(self.reference, START, VOCAB + 1)  # no END yet
+        # No END yet (an id past the vocabulary is refused): PAD ends a probe
+        # row only where the model emits it; END is picked among the others.
+        probe = Seq2SeqGenerator.from_model(self.reference, START, PAD)
         self.end_id = end_id_of(probe.greedy(self.source[:40], max_length=MAX_LENGTH)["tokens"])
         self.generator = Seq2SeqGenerator.from_model(self.model, START, self.end_id)
         reference = Seq2SeqGenerator.from_model(self.reference, START, self.end_id)
