@@ -100,6 +100,7 @@ def run(args):
         validation_data=val_data,
         epochs=args.epochs,
         callbacks=[CosineToBudget(3e-3, args.epochs)],
+        shuffle=False,  # the dataset shuffles itself; Keras warns at True
         verbose=1 if sys.stdout.isatty() else 2,
     )
 
