@@ -409,7 +409,13 @@ class Ensemble:
         """Greedy decoding of `source` (batch, S) ids, as `Seq2SeqGenerator.greedy`."""
         return self._run("greedy", lambda s: self._search(greedy_search, s), source)
 
-    def beam(self, source, beam_width, length_penalty, coverage_penalty=COVERAGE_PENALTY):
+    def beam(
+        self,
+        source,
+        beam_width=BEAM_WIDTH,
+        length_penalty=LENGTH_PENALTY,
+        coverage_penalty=COVERAGE_PENALTY,
+    ):
         """Beam search of `source`, as `Seq2SeqGenerator.beam` (its best hypothesis)."""
         options = {
             "beam_width": beam_width,
