@@ -343,9 +343,14 @@ class TrainingRun:
             keras_attention.training.atomic.DiskFullError: the disk filled
                 up; the run resumes once there is space.
         """
-        if self._lock is None:
-            with self:
-                return self.fit(
+        # Entered here when the caller did not enter the run (`with run:`).
+        entered = contextlib.nullcontext() if self._lock is not None else self
+        with entered:
+            if not (self.run_dir / CONFIG_FILE).exists():
+                self.write_config()
+            scope = self.distribution.scope() if self.distribution else contextlib.nullcontext()
+            with scope:
+                return self._fit(
                     model,
                     x,
                     y,
@@ -359,23 +364,6 @@ class TrainingRun:
                     verbose=verbose,
                     **fit_kwargs,
                 )
-        if not (self.run_dir / CONFIG_FILE).exists():
-            self.write_config()
-        with self.distribution.scope() if self.distribution else contextlib.nullcontext():
-            return self._fit(
-                model,
-                x,
-                y,
-                epochs=epochs,
-                validation_data=validation_data,
-                callbacks=callbacks,
-                monitor=monitor,
-                learning_rate=learning_rate,
-                max_minutes=max_minutes,
-                keep_epochs=keep_epochs,
-                verbose=verbose,
-                **fit_kwargs,
-            )
 
     def _fit(
         self,
