@@ -15,6 +15,10 @@ process, after an untimed first round. On a shared machine wall times jump
 between rounds; compare within a round, and prefer the CPU-time ratios. Nothing is written to
 docs/benchmarks.md: this compares revisions, it does not publish a figure.
 
+With `--also attention` (a comma-separated list of subpackages) those are
+taken from the older revision too: the attention layers run inside every
+decoder step, so a change there is timed the same way.
+
 With `--ops` it times nothing and compares, for each decoder, the operators
 of its traced training step instead (forward and gradient, loop bodies
 included, TensorFlow): a count that noise cannot move.
@@ -22,6 +26,7 @@ included, TensorFlow): a count that noise cannot move.
     python benchmarks/decoder_revisions.py --old HEAD~1
     python benchmarks/decoder_revisions.py --old v0.1.0 --steps 10 --rounds 5
     python benchmarks/decoder_revisions.py --old HEAD~1 --ops
+    python benchmarks/decoder_revisions.py --old HEAD~1 --also attention
 
 The options of `decoder_speed.py` (sizes, steps, rounds, `--jit on`) are
 accepted. With `--steps 10 --rounds 5 --batch-size 32 --units 128
@@ -42,21 +47,24 @@ ROOT = HERE.parent
 OLD = "keras_attention_old"
 
 
-def old_package(revision, into):
+def old_package(revision, into, folders=("decoders",)):
     """Copies this checkout's package into `into` as `keras_attention_old`,
-    with `keras_attention/decoders/` as it was at `revision`."""
+    with each of `folders` (subpackages of `keras_attention/`) as it was at
+    `revision`."""
     target = Path(into) / OLD
     shutil.copytree(ROOT / "keras_attention", target, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.rmtree(target / "decoders")
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", revision, "keras_attention/decoders"],
+        ["git", "-C", str(ROOT), "archive", revision]
+        + [f"keras_attention/{folder}" for folder in folders],
         check=True,
         capture_output=True,
     ).stdout
     extracted = Path(into) / "git"  # not on the path: no second `keras_attention`
     extracted.mkdir()
     subprocess.run(["tar", "-x", "-C", str(extracted)], input=archive, check=True)
-    shutil.move(extracted / "keras_attention" / "decoders", target / "decoders")
+    for folder in folders:
+        shutil.rmtree(target / folder)
+        shutil.move(extracted / "keras_attention" / folder, target / folder)
     shutil.rmtree(extracted)
     # The copy imports itself, and registers its layers under its own name.
     for path in target.rglob("*.py"):
@@ -118,12 +126,15 @@ def traced_ops(module, kind):
     y = tf.random.normal((2, 5, 6))  # (B, T_dec, d_emb)
     memory = tf.random.normal((2, 7, 8))  # (B, T_enc, d_h)
     mask = tf.sequence_mask([5, 3], 5)  # a padded target
+    memory_mask = tf.sequence_mask([7, 4], 7)  # a padded source, as in training
     decoder(y, memory)
 
     @tf.function
     def train_step(y, memory):
         with tf.GradientTape() as tape:
-            outputs, _, _ = decoder(y, memory, target_embeddings_mask=mask, training=True)
+            outputs, _, _ = decoder(
+                y, memory, target_embeddings_mask=mask, memory_mask=memory_mask, training=True
+            )
             loss = tf.reduce_sum(outputs)
         return tape.gradient(loss, decoder.trainable_variables)
 
@@ -175,19 +186,35 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if "-h" in argv or "--help" in argv:
         print(__doc__)
-        print("Options: --old REVISION (required), --ops, then those of decoder_speed.py.")
+        print(
+            "Options: --old REVISION (required), --also SUBPACKAGES, --ops, "
+            "then those of decoder_speed.py."
+        )
         return
     if "--old" not in argv or argv.index("--old") + 1 >= len(argv):
         sys.exit("decoder_revisions.py: --old REVISION is required (e.g. --old HEAD~1)")
     at = argv.index("--old")
     revision = argv[at + 1]
     rest = argv[:at] + argv[at + 2 :]
+    folders = ["decoders"]
+    if "--also" in rest:
+        at = rest.index("--also")
+        if at + 1 >= len(rest):
+            sys.exit("decoder_revisions.py: --also needs subpackages (e.g. --also attention)")
+        for folder in rest[at + 1].split(","):
+            if not (ROOT / "keras_attention" / folder).is_dir():
+                sys.exit(
+                    f"decoder_revisions.py: --also {folder}: no keras_attention/{folder}/ "
+                    "in this checkout"
+                )
+            folders.append(folder)
+        rest = rest[:at] + rest[at + 2 :]
     only_ops = "--ops" in rest
     rest = [a for a in rest if a != "--ops"]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            old_package(revision, tmp)
+            old_package(revision, tmp, folders)
         except subprocess.CalledProcessError as error:
             sys.exit(f"decoder_revisions.py: git archive {revision}: {error.stderr.decode()}")
         sys.path.insert(0, tmp)
@@ -198,14 +225,16 @@ def main(argv=None):
         import keras_attention as new  # noqa: PLC0415
 
         if only_ops:
-            print(f"operators of a traced training step, decoders at {revision} (old) and now:")
+            taken = ", ".join(folders)
+            print(f"operators of a traced training step, {taken} at {revision} (old) and now:")
             print("\n".join(ops_lines(old, new)))
             return
         args = ds.parse_args(rest + ["--no-write"])
         if args.jit == "both":
             sys.exit("decoder_revisions.py: --jit on or off (one table per run)")
         jit = args.jit == "on"
-        print(f"decoders at {revision} (old) and in the working tree (new)", flush=True)
+        taken = ", ".join(folders)
+        print(f"{taken} at {revision} (old) and in the working tree (new)", flush=True)
         # One more round, untimed: each model's first `fit` over the timed
         # data ran up to 30 times slower here, the less so the later the
         # model was built, which would favour the last ones.
