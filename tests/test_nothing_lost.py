@@ -25,10 +25,11 @@ import pytest
 import tensorflow as tf
 
 from keras_attention.export.tflite import export_tflite as generic_export_tflite
-from keras_attention.export.tflite import write_atomic
 from keras_attention.generation.search_defaults import MAX_BATCH
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.generation.search_defaults import BeamSettings
+from keras_attention.training.atomic import write_bytes
+from keras_attention.training.atomic import write_json
 from keras_attention.training.run_folder import write_mark
 from keras_attention.translation import SubwordTokenizer
 from keras_attention.translation import averaging
@@ -309,7 +310,7 @@ def test_tokenizer_does_not_import_the_run_module():
     }
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert "keras_attention.translation.runs" not in imported
-    assert "keras_attention.translation.atomic" in imported
+    assert "keras_attention.training.atomic" in imported
 
 
 @pytest.mark.parametrize(
@@ -579,8 +580,8 @@ def test_written_files_get_the_umask_mode_not_0600(tmp_path, umask, model_and_to
     model, source, _ = model_and_tokenizers
     previous = os.umask(umask)
     try:
-        write_atomic(tmp_path / "model.tflite", b"\x00" * 8)
-        write_atomic(tmp_path / "model.json", "{}\n")
+        write_bytes(tmp_path / "model.tflite", b"\x00" * 8)  # what the exports write through
+        write_json(tmp_path / "model.json", {})
         runs.write_json(tmp_path / "config.json", {"attention": "bahdanau"})
         runs.save_model(model, tmp_path / "model.keras")
         runs.save_weights(model, tmp_path / "epoch.weights.h5")

@@ -14,7 +14,6 @@ import tensorflow as tf
 from _data_paths import multi30k_dir
 
 from keras_attention.translation import data
-from keras_attention.translation import tokenizer as tokenizer_module
 from keras_attention.translation.tokenizer import SubwordTokenizer
 from keras_attention.translation.tokenizer import normalize_text
 from keras_attention.translation.tokenizer import postprocess
@@ -294,10 +293,11 @@ def test_postprocess_accepts_bytes_and_capitalizes():
 
 
 def test_postprocess_without_sacremoses_names_the_extra(monkeypatch):
-    tokenizer_module._moses_detokenizer.cache_clear()
+    postprocess_module = sys.modules[postprocess.__module__]
+    postprocess_module._moses_detokenizer.cache_clear()
     monkeypatch.setitem(sys.modules, "sacremoses", None)
     try:
         with pytest.raises(ImportError, match=r"examples"):
             postprocess("un chien .", "fr")
     finally:
-        tokenizer_module._moses_detokenizer.cache_clear()
+        postprocess_module._moses_detokenizer.cache_clear()

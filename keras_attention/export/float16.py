@@ -37,7 +37,7 @@ with float16 weights as with float32 (docs/deploy.md):
 import flatbuffers
 import numpy as np
 
-from keras_attention.export.operators import _schema
+from keras_attention.export.operators import tflite_schema
 
 MIN_ELEMENTS = 1024
 # Operators whose input 1 is a weight and input 2 its bias.
@@ -66,7 +66,7 @@ def float16_weights(data, min_elements=MIN_ELEMENTS):
     (`FULLY_CONNECTED`, `CONV_2D`, `DEPTHWISE_CONV_2D`) is float16 exactly
     when its weights are, below `min_elements` too.
     """
-    schema = _schema()
+    schema = tflite_schema()
     if data[4:8] != _FILE_IDENTIFIER:
         raise ValueError("Not a TFLite flatbuffer: its identifier is not TFL3.")
     model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)

@@ -41,7 +41,7 @@ def tflite_subgraph_operators(model):
         dict: "index:name" of the subgraph ("12:while_body") → dict operator
         name → number of uses, named as in `tflite_operators`.
     """
-    schema = _schema()
+    schema = tflite_schema()
     data = model if isinstance(model, bytes | bytearray) else Path(model).read_bytes()
     root = schema.Model.GetRootAs(data, 0)
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
@@ -66,7 +66,7 @@ def tflite_subgraph_operators(model):
     return subgraphs
 
 
-def _schema():
+def tflite_schema():
     """The TFLite flatbuffer schema: LiteRT's, or the copy TensorFlow ships."""
     try:
         from ai_edge_litert import schema_py_generated as schema

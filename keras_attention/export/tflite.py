@@ -15,9 +15,6 @@ The search loops keep fixed-size buffers written through `where` instead of
 batch of 1 lets the Keras recurrent encoders convert to a builtin `WHILE`.
 """
 
-import json
-import os
-import secrets
 from pathlib import Path
 
 import keras
@@ -28,7 +25,9 @@ from keras_attention.export.float16 import float16_weights
 from keras_attention.export.generator_module import GeneratorModule
 from keras_attention.export.operators import non_builtin_operators
 from keras_attention.generation.search_defaults import check_beam_width
-from keras_attention.generation.seq2seq_generator import _at_least_one_position
+from keras_attention.generation.seq2seq_generator import at_least_one_position
+from keras_attention.training.atomic import write_bytes
+from keras_attention.training.atomic import write_json
 from keras_attention.validation import check_positive_int
 
 QUANTIZATIONS = (None, "float16", "int8")
@@ -287,7 +286,7 @@ def _search_functions(lite):
         return _static_rows(result, (*GENERATE_OUTPUTS, "scores"), rows, source_length)
 
     def encode(source):
-        state, _ = generator.encode(_at_least_one_position(bounded(source)))
+        state, _ = generator.encode(at_least_one_position(bounded(source)))
         return dict(state)
 
     return {"generate": generate, "generate_beam": generate_beam, "encode": encode}
@@ -437,30 +436,6 @@ def convert(lite_generator, quantization=None):
     return data
 
 
-def write_atomic(path, data):
-    """Writes bytes or text to `path` through a temporary file and a rename, so
-    a reader never sees half a file.
-
-    The file gets the mode any new file gets (0666 less the umask), not the
-    0600 of `tempfile.mkstemp`: a web server must be able to read a model.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = "wb" if isinstance(data, bytes | bytearray) else "w"
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    try:
-        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
 def export_tflite(generator, path, quantization=None, **options):
     """Writes a builtin-ops-only TFLite model of a generator, and its manifest.
 
@@ -477,7 +452,9 @@ def export_tflite(generator, path, quantization=None, **options):
       penalties inside the model, the outputs of `generate` plus `scores`.
 
     `path` with the suffix `.json` receives the manifest: the source spec, the
-    ids, the bounds, the signatures and the state names.
+    ids, the bounds, the signatures and the state names. Each file is written
+    whole or not at all (`keras_attention.training.atomic`); the folder is
+    created if needed.
 
     Args:
         generator: a `Seq2SeqGenerator`.
@@ -513,12 +490,12 @@ def export_tflite(generator, path, quantization=None, **options):
         check_beam_width(options["beam_width"], getattr(generator, "target_vocabulary_size", None))
     path = _model_path(path)
     lite = LiteGenerator(generator, **options)
-    data = convert(lite, quantization)
-    write_atomic(path, data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes(path, convert(lite, quantization))
     manifest = lite.manifest()
     manifest["quantization"] = quantization
     manifest["model_file"] = path.name
-    write_atomic(path.with_suffix(".json"), json.dumps(manifest, indent=2) + "\n")
+    write_json(path.with_suffix(".json"), manifest)
     return manifest
 
 

@@ -416,7 +416,7 @@ class Seq2SeqGenerator:
         the bound of the padded width, at least every source's).
         """
         length = ops.shape(source)[1]
-        state, mask = self.encode(_at_least_one_position(source))
+        state, mask = self.encode(at_least_one_position(source))
         batch = ops.shape(mask)[0]
         start = ops.full((batch,), self.start_id, dtype="int32")
         max_length = self.check_max_length(max_length)
@@ -567,7 +567,7 @@ class Seq2SeqGenerator:
         return list(seen.values())
 
 
-def _at_least_one_position(source):
+def at_least_one_position(source):
     """A source of length 0 gets one padding position (id 0, or a zero frame):
     a recurrent encoder cannot run over zero steps. Its mask is then all False
     (for a mask from `Embedding(mask_zero=True)` or `Masking(0.0)`), and the

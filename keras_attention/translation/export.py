@@ -33,7 +33,6 @@ operator listing). This one puts them together for a run folder.
 import argparse
 import dataclasses
 import datetime
-import json
 import os
 import sys
 from pathlib import Path
@@ -43,7 +42,6 @@ import tensorflow as tf
 
 from keras_attention.export.backend import BackendError
 from keras_attention.export.backend import check_tensorflow_backend
-from keras_attention.export.tflite import write_atomic
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BATCH
@@ -52,8 +50,9 @@ from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.generation.search_defaults import check_max_length
 from keras_attention.generation.search_defaults import check_penalty
+from keras_attention.training.atomic import replaced_folder
+from keras_attention.training.atomic import write_json
 from keras_attention.translation import runs
-from keras_attention.translation.atomic import replaced_folder
 from keras_attention.translation.lite import TFLITE_CONFIG_FILE
 from keras_attention.translation.lite import VARIANTS
 from keras_attention.translation.lite import check_variants
@@ -240,7 +239,7 @@ def _write_export(translator, config, run_dir, out_dir, settings):
         manifest["saved_model"] = _write_saved_model(translator, out_dir, settings)
     if settings.variants:
         manifest["tflite"] = _write_tflite(translator, config, out_dir, settings)
-    write_atomic(out_dir / MANIFEST_FILE, json.dumps(manifest, indent=2) + "\n")
+    write_json(out_dir / MANIFEST_FILE, manifest)
     return manifest
 
 

@@ -33,10 +33,12 @@ The functions and their conversion are those of the generic export
 side: the vocabularies and `translator.json`.
 """
 
-import json
 from pathlib import Path
 
 from keras_attention.export import tflite as generic_tflite
+from keras_attention.training.atomic import write_bytes
+from keras_attention.training.atomic import write_json
+from keras_attention.training.atomic import write_text
 from keras_attention.translation.tokenizer import RESERVED_TOKENS
 from keras_attention.translation.tokenizer import SUFFIX_INDICATOR
 
@@ -197,16 +199,17 @@ def export_tflite(
     """
     variants = check_variants(variants)
     folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
     lite = lite_translator(translator, max_length, **lite_options)
     paths = {}
     for variant in variants:
         paths[variant] = folder / tflite_filename(variant)
-        generic_tflite.write_atomic(paths[variant], convert(lite, variant))
+        write_bytes(paths[variant], convert(lite, variant))
     for tokenizer, name in (
         (translator.source_tokenizer, SOURCE_VOCAB_FILE),
         (translator.target_tokenizer, TARGET_VOCAB_FILE),
     ):
-        generic_tflite.write_atomic(folder / name, "".join(t + "\n" for t in tokenizer.vocab))
+        write_text(folder / name, "".join(t + "\n" for t in tokenizer.vocab))
     config = _tflite_config(translator, lite, variants, attention)
-    generic_tflite.write_atomic(folder / TFLITE_CONFIG_FILE, json.dumps(config, indent=2) + "\n")
+    write_json(folder / TFLITE_CONFIG_FILE, config)
     return paths

@@ -1,0 +1,104 @@
+"""The names of `keras_attention`: each public function or class is defined in
+one module, and no module imports another module's private names.
+
+A public name defined twice (`export_tflite` in `keras_attention.export` and
+in `keras_attention.translation`, before they became one skeleton) makes a
+reader guess which one an import gives; a private name imported across modules
+is an interface nobody documents or checks. Read from the source with `ast`
+(no import), so function-level imports count too.
+"""
+
+import ast
+from pathlib import Path
+
+import keras_attention
+
+FOLDER = Path(keras_attention.__file__).parent
+PACKAGE = "keras_attention"
+# Every runnable module (`python -m ...`) has its own command line under the
+# names `argparse` scripts use.
+COMMAND_LINE_NAMES = {"main", "parse_args"}
+
+
+def _modules():
+    """{dotted module name: path} of every module of the package."""
+    modules = {}
+    for path in sorted(FOLDER.rglob("*.py")):
+        parts = path.relative_to(FOLDER.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _public_definitions(path):
+    """The public functions and classes that `path` defines at its top level."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        and not node.name.startswith("_")
+    }
+
+
+def _private(name):
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_imports(path, modules):
+    """`module.name` of each private name of another module of the package
+    that `path` imports or reads (`from m import _x`, `m._x` of an imported
+    module `m`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    module_names = {}  # local name -> a module of the package
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE):
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                if full in modules:
+                    module_names[alias.asname or alias.name] = full
+                elif _private(alias.name):
+                    found.append(full)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith(PACKAGE) and alias.asname:
+                    module_names[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in module_names
+            and _private(node.attr)
+        ):
+            found.append(f"{module_names[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_the_walk_reads_every_module():
+    modules = _modules()
+    assert {"keras_attention.export.tflite", "keras_attention.translation.lite"} <= set(modules)
+    assert "convert" in _public_definitions(modules["keras_attention.export.tflite"])
+
+
+def test_no_module_imports_another_modules_private_names():
+    modules = _modules()
+    imported = {name: _private_imports(path, modules) for name, path in modules.items()}
+    assert {name: names for name, names in imported.items() if names} == {}
+
+
+def test_the_private_import_finder_finds_both_forms(tmp_path):
+    modules = _modules()
+    path = tmp_path / "m.py"
+    path.write_text(
+        "from keras_attention.export.operators import _hidden\n"
+        "from keras_attention.export import operators\n"
+        "from keras_attention.masking import shape_error as _alias\n"
+        "operators._other()\n"
+        "operators.__name__\n"
+    )
+    assert _private_imports(path, modules) == [
+        "keras_attention.export.operators._hidden",
+        "keras_attention.export.operators._other",
+    ]
