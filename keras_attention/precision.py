@@ -185,7 +185,8 @@ def float32_generator(generator):
     exports as a float32 one does.
 
     Args:
-        generator: a `Seq2SeqGenerator`.
+        generator: a `Seq2SeqGenerator`, or an `EnsembleGenerator` (each of
+            its `members` copied so).
 
     Raises:
         ValueError: a reduced-precision generator that this cannot rebuild:
@@ -193,6 +194,12 @@ def float32_generator(generator):
             functions), or given another decoder by `with_decoder`. Build such
             a generator from float32 copies of its layers (`float32_copy`).
     """
+    members = getattr(generator, "members", None)
+    if members is not None:  # an EnsembleGenerator
+        copies = [float32_generator(member) for member in members]
+        if all(copy is member for copy, member in zip(copies, members, strict=True)):
+            return generator
+        return type(generator)(copies)
     pieces = [generator.model, generator.encoder, generator.target_embedding]
     pieces += [getattr(generator.decoder, "layer", generator.decoder), generator.readout]
     reduced = []
