@@ -53,19 +53,17 @@ from keras_attention import LuongAttention  # noqa: E402
 from keras_attention import LuongDecoder  # noqa: E402
 from keras_attention import Seq2SeqGenerator  # noqa: E402
 from keras_attention import SmoothedSparseCrossentropy  # noqa: E402
-from keras_attention.generation import beam_search  # noqa: E402
-from keras_attention.generation import greedy_search  # noqa: E402
+from keras_attention.generation import EnsembleGenerator  # noqa: E402
 from keras_attention.generation.search_defaults import BEAM_WIDTH  # noqa: E402
-from keras_attention.generation.search_defaults import COVERAGE_PENALTY  # noqa: E402
 from keras_attention.generation.search_defaults import LENGTH_PENALTY  # noqa: E402
 from keras_attention.line_reader import LineReader  # noqa: E402
 from keras_attention.model_file import ModelFileError  # noqa: E402
 from keras_attention.model_file import load_model  # noqa: E402
 from keras_attention.training import DiskFullError  # noqa: E402
 from keras_attention.training import RunWriteError  # noqa: E402
+from keras_attention.training import TimeBudget  # noqa: E402
 from keras_attention.training import TrainingRun  # noqa: E402
 from keras_attention.training import add_run_arguments  # noqa: E402
-from keras_attention.training import cosine_to_budget  # noqa: E402
 from keras_attention.training import run_folder  # noqa: E402
 from keras_attention.training.atomic import write_json  # noqa: E402
 
@@ -357,75 +355,6 @@ def make_generator(model, monotonic_mode="hard"):
     return Seq2SeqGenerator.from_model(model, start_id=START, end_id=END)
 
 
-class Ensemble:
-    """Several trained models of one vocabulary decoding as one.
-
-    At every step each model reads the same previous phone and its own state;
-    the next phone is chosen from the mean of their probabilities (the log
-    of the mean, so each model counts alike whatever its confidence), and the
-    attention shown is the mean of theirs. The search is the package's own
-    `greedy_search` / `beam_search` over that step, so the results have the
-    keys of `Seq2SeqGenerator.greedy` / `beam`. An ensemble of one model
-    decodes exactly as that model does.
-    """
-
-    def __init__(self, generators):
-        if not generators:
-            raise ValueError("An ensemble needs at least one generator")
-        self.generators = list(generators)
-        self._compiled = {}
-
-    def _step(self, tokens, states):
-        log_probs, weights, new_states = [], [], []
-        for generator, state in zip(self.generators, states, strict=True):
-            logits, attention, state = generator.step(tokens, state)
-            log_probs.append(keras.ops.log_softmax(keras.ops.cast(logits, "float32"), axis=-1))
-            weights.append(keras.ops.cast(attention, "float32"))
-            new_states.append(state)
-        n = float(len(self.generators))
-        mean_log_prob = keras.ops.logsumexp(keras.ops.stack(log_probs), axis=0) - math.log(n)
-        return mean_log_prob, keras.ops.mean(keras.ops.stack(weights), axis=0), new_states
-
-    def _search(self, search, source, **options):
-        states = []
-        for generator in self.generators:
-            state, mask = generator.encode(source)
-            states.append(state)
-        start = keras.ops.full((keras.ops.shape(source)[0],), START, dtype="int32")
-        length = keras.ops.shape(source)[1]
-        max_length = self.generators[0].resolve_max_length(length, None)
-        return search(
-            self._step, states, start, END, max_length, length, source_mask=mask, **options
-        )
-
-    def _run(self, key, fn, source):
-        if key not in self._compiled:
-            spec = tf.TensorSpec((None, None), tf.int32)
-            self._compiled[key] = tf.function(fn, input_signature=[spec])
-        out = self._compiled[key](tf.constant(source, tf.int32))
-        return {k: np.asarray(v) for k, v in out.items()}
-
-    def greedy(self, source):
-        """Greedy decoding of `source` (batch, S) ids, as `Seq2SeqGenerator.greedy`."""
-        return self._run("greedy", lambda s: self._search(greedy_search, s), source)
-
-    def beam(
-        self,
-        source,
-        beam_width=BEAM_WIDTH,
-        length_penalty=LENGTH_PENALTY,
-        coverage_penalty=COVERAGE_PENALTY,
-    ):
-        """Beam search of `source`, as `Seq2SeqGenerator.beam` (its best hypothesis)."""
-        options = {
-            "beam_width": beam_width,
-            "length_penalty": length_penalty,
-            "coverage_penalty": coverage_penalty,
-        }
-        key = ("beam", beam_width, length_penalty, coverage_penalty)
-        return self._run(key, lambda s: self._search(beam_search, s, **options), source)
-
-
 # ------------------------------------------------------------------ scoring
 
 
@@ -510,105 +439,6 @@ def pronounce_words(generator, vocab, words, beam_width=None, batch_size=256, pr
 
 
 # ---------------------------------------------------------------- training
-
-
-class TimeBudget(keras.callbacks.Callback):
-    """Cosine learning-rate decay over a time budget or a step count, and stopping within it.
-
-    The rate falls from `peak` to `floor` on a cosine as training goes from its
-    start to its end, after a linear warm-up over the first `warmup_steps`
-    steps. The end is whichever comes first: the training time (summed over
-    resumed runs, kept in `state_path`) reaching `budget_s`, or the step count
-    reaching `total_steps` (the `--epochs` limit): the schedule follows the
-    larger of the two fractions. So a run whose epochs end before its time
-    budget still decays to the floor, and the same seed and step count give
-    the same schedule however busy the machine is. Training stops at the end
-    of an epoch when one more epoch, as long as the last, would pass the time
-    budget (`fit` itself stops at the last epoch), and within an epoch at the
-    first batch that starts past the budget: an epoch slower than the one
-    before it (a busy machine) cuts that epoch short instead of overrunning
-    the budget. The partial epoch is saved and counted like any other. The
-    rate is the package's one cosine decay (`cosine_to_budget`).
-    """
-
-    def __init__(self, budget_s, peak, floor, state_path, warmup_steps=300, total_steps=None):
-        super().__init__()
-        self.budget_s = budget_s
-        self.peak = peak
-        self.floor = floor
-        self.state_path = state_path
-        self.warmup_steps = warmup_steps
-        self.total_steps = total_steps
-        self.state = {"seconds": 0.0, "epochs": []}
-        if os.path.exists(state_path):
-            with open(state_path) as f:
-                self.state = json.load(f)
-
-    def keep_epochs(self, count):
-        """Forgets the epochs after the first `count`: those a killed run
-        recorded here but had not backed up (they run again)."""
-        kept = self.state["epochs"][:count]
-        if len(kept) < len(self.state["epochs"]):
-            self.state = {"seconds": sum(e["seconds"] for e in kept), "epochs": kept}
-
-    def finished(self):
-        """Whether an earlier run already spent the budget."""
-        epochs = self.state["epochs"]
-        return bool(epochs) and self.state["seconds"] + epochs[-1]["seconds"] > self.budget_s
-
-    def on_train_begin(self, logs=None):
-        self._started = time.perf_counter()
-        self._base = self.state["seconds"]
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._epoch_started = time.perf_counter()
-        self._cut_at = None  # the batches of an epoch the budget cut short
-
-    def rate(self, step, elapsed_s):
-        """The learning rate at optimizer step `step` after `elapsed_s` seconds of training."""
-        fraction = elapsed_s / self.budget_s
-        if self.total_steps:
-            fraction = max(fraction, step / self.total_steps)
-        rate = cosine_to_budget(self.peak, self.floor, fraction)
-        if step < self.warmup_steps:
-            rate *= (step + 1) / self.warmup_steps
-        return rate
-
-    def on_train_batch_begin(self, batch, logs=None):
-        if self.elapsed_now() >= self.budget_s:
-            self.model.stop_training = True  # `fit` stops after this batch
-            self._cut_at = batch + 1
-        if batch % 10:
-            return
-        step = int(self.model.optimizer.iterations.numpy())
-        self.model.optimizer.learning_rate.assign(self.rate(step, self.elapsed_now()))
-
-    def elapsed_now(self):
-        return self._base + time.perf_counter() - self._started
-
-    def on_epoch_end(self, epoch, logs=None):
-        seconds = time.perf_counter() - self._epoch_started
-        self.state["seconds"] = self.elapsed_now()
-        rate = float(self.model.optimizer.learning_rate.numpy())
-        entry = {
-            "epoch": epoch + 1,
-            "seconds": round(seconds, 1),
-            "loss": float(logs["loss"]),
-            "learning_rate": rate,
-        }
-        if self._cut_at is not None:
-            entry["batches"] = self._cut_at  # cut short by the budget
-        self.state["epochs"].append(entry)
-        write_json(self.state_path, self.state)  # atomically
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        print(
-            f"\nepoch {epoch + 1}: {seconds:.0f} s, {self.state['seconds'] / 60:.1f} of "
-            f"{self.budget_s / 60:.0f} minutes, learning rate {rate:.2e}, "
-            f"load average {load:.2f}"
-            + (f"; the time budget ran out after {self._cut_at} batches" if self._cut_at else "")
-        )
-        if self.state["seconds"] + seconds > self.budget_s:
-            self.model.stop_training = True
 
 
 def set_intra_op_threads(threads):
@@ -894,7 +724,7 @@ def evaluate(args):
                 )
             generators.append(make_generator(member, args.monotonic_mode))
             runs.append(run_dir)
-        generator = Ensemble(generators)
+        generator = EnsembleGenerator(generators)
     print(f"Evaluating {' + '.join(runs)} on {name} ({len(lexicon):,} words)")
     decodings = {"greedy": None}
     if args.beam_width:

@@ -8,13 +8,14 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from _scripts import ROOT
 from _scripts import load_script
+
+from keras_attention.generation import EnsembleGenerator
 
 pytestmark = pytest.mark.tensorflow
 
@@ -173,68 +174,9 @@ def test_batches_pair_start_phones_with_phones_end(g2p):
 
 
 def cosine(peak, floor, fraction):
-    """The schedule written out: cos(pi * f) from 1 to -1 as f goes 0 to 1."""
+    """The schedule written out: cos(pi * f) from 1 to -1 as f goes 0 to 1
+    (`keras_attention.training.TimeBudget`, tests/test_time_budget.py)."""
     return floor + (peak - floor) * (1 + np.cos(np.pi * fraction)) / 2
-
-
-def test_the_rate_follows_whichever_end_comes_first(g2p, tmp_path):
-    budget = g2p.TimeBudget(
-        100.0, 1.0, 0.1, str(tmp_path / "progress.json"), warmup_steps=0, total_steps=1000
-    )
-    # Time ahead of steps: 75 s of 100 and 100 steps of 1000 is 3/4 of the way.
-    np.testing.assert_allclose(budget.rate(100, 75.0), cosine(1.0, 0.1, 0.75))
-    # Steps ahead of time: a quiet machine, 500 steps of 1000 in 10 s.
-    np.testing.assert_allclose(budget.rate(500, 10.0), 0.55)
-    # Past either end the rate stays at the floor.
-    assert budget.rate(1000, 1.0) == pytest.approx(0.1)
-    assert budget.rate(10, 500.0) == pytest.approx(0.1)
-    # With no step count the time alone sets it, as before.
-    timed = g2p.TimeBudget(100.0, 1.0, 0.1, str(tmp_path / "p2.json"), warmup_steps=0)
-    np.testing.assert_allclose(timed.rate(999_999, 50.0), 0.55)
-
-
-def test_the_rate_is_the_packages_one_cosine_decay(g2p, tmp_path):
-    from keras_attention.training import CosineToBudget
-    from keras_attention.training import cosine_to_budget
-
-    budget = g2p.TimeBudget(
-        100.0, 3e-3, 1e-4, str(tmp_path / "progress.json"), warmup_steps=0, total_steps=400
-    )
-    epochs = CosineToBudget(3e-3, 4, final_fraction=1e-4 / 3e-3)
-    for step in (0, 37, 100, 250, 399, 400, 1000):
-        # The same function, the same bits: the example's figures stay as recorded.
-        assert budget.rate(step, 0.0) == cosine_to_budget(3e-3, 1e-4, step / 400)
-    for epoch in range(5):
-        assert epochs.rate(epoch) == cosine_to_budget(3e-3, 3e-3 * (1e-4 / 3e-3), epoch / 4)
-        np.testing.assert_allclose(epochs.rate(epoch), budget.rate(epoch * 100, 0.0), rtol=1e-12)
-
-
-def test_the_warm_up_scales_the_first_steps(g2p, tmp_path):
-    budget = g2p.TimeBudget(
-        100.0, 2.0, 0.2, str(tmp_path / "progress.json"), warmup_steps=10, total_steps=100
-    )
-    np.testing.assert_allclose(budget.rate(0, 0.0), 2.0 / 10)
-    np.testing.assert_allclose(budget.rate(4, 0.0), cosine(2.0, 0.2, 0.04) * 5 / 10)
-    np.testing.assert_allclose(budget.rate(10, 0.0), cosine(2.0, 0.2, 0.1))
-
-
-def test_a_slow_epoch_is_cut_short_at_the_time_budget(g2p, tmp_path):
-    import keras
-
-    class Slow(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
-            time.sleep(0.02)
-
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-    model.compile(keras.optimizers.Adam(1e-3), "mse")
-    x, y = np.zeros((400, 3), "float32"), np.zeros((400, 1), "float32")  # 50 batches of 8
-    budget = g2p.TimeBudget(0.5, 1e-3, 1e-4, str(tmp_path / "progress.json"), warmup_steps=0)
-    model.fit(x, y, batch_size=8, epochs=3, verbose=0, callbacks=[budget, Slow()])
-    epochs = budget.state["epochs"]
-    # One epoch, cut short: not three epochs of 50 batches (about 3 s).
-    assert len(epochs) == 1 and 1 <= epochs[0]["batches"] < 50, epochs
-    assert 0.5 <= budget.state["seconds"] < 0.5 + 0.3
-    assert budget.finished()
 
 
 def test_intra_op_threads_are_set_in_a_fresh_process(tmp_path):
@@ -526,7 +468,7 @@ def _word_batch(g2p, run_dir, count=12):
 def test_an_ensemble_of_one_model_twice_decodes_as_that_model(g2p, run_dir):
     model, _, _ = g2p.load_run(str(run_dir))
     generator = g2p.make_generator(model)
-    ensemble = g2p.Ensemble([generator, g2p.make_generator(g2p.load_run(str(run_dir))[0])])
+    ensemble = EnsembleGenerator([generator, g2p.make_generator(g2p.load_run(str(run_dir))[0])])
     source = _word_batch(g2p, run_dir)
     alone, together = generator.greedy(source), ensemble.greedy(source)
     np.testing.assert_array_equal(together["tokens"], alone["tokens"])
@@ -539,7 +481,7 @@ def test_an_ensemble_of_one_model_twice_decodes_as_that_model(g2p, run_dir):
 
 def test_ensemble_greedy_takes_the_best_mean_probability_at_every_step(g2p, run_dir):
     generators = [_perturbed_generator(g2p, run_dir, seed) for seed in (1, 2, 3)]
-    ensemble = g2p.Ensemble(generators)
+    ensemble = EnsembleGenerator(generators)
     source = _word_batch(g2p, run_dir)
     out = ensemble.greedy(source)
     tokens, lengths = out["tokens"], out["lengths"]

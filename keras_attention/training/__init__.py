@@ -9,6 +9,7 @@ the G2P example train through it.
 
 Modules: `training_run` (`TrainingRun`), `run_folder` (the files and states
 of a run folder), `run_lock` (`RunLock`), `schedules` (`CosineToBudget`),
+`time_budget` (`TimeBudget`: the rate decayed step by step over a budget),
 `averaging` (checkpoint averaging), `atomic` (atomic writes; standard library
 only).
 """
@@ -32,6 +33,7 @@ _WHERE = {
     "RunLock": "run_lock",
     "CosineToBudget": "schedules",
     "cosine_to_budget": "schedules",
+    "TimeBudget": "time_budget",
     "RunWriteError": "training_run",
     "TrainingRun": "training_run",
     "add_run_arguments": "training_run",

@@ -1,8 +1,8 @@
 """The learning rate over a time budget, and the callbacks of a run's epochs.
 
 `cosine_to_budget` is the one cosine decay of the package: the translator's
-`CosineToBudget` (per epoch) and the G2P example's `TimeBudget` (per step,
-after a warm-up) both compute their rate with it.
+`CosineToBudget` (per epoch) and `time_budget.TimeBudget` (per step, after a
+warm-up) both compute their rate with it.
 """
 
 import math
