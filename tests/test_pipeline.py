@@ -227,3 +227,80 @@ def test_cardinality_is_the_number_of_batches(setup, bucket_boundaries, batch_si
     dataset = _make(setup, bucket_boundaries=bucket_boundaries, batch_size=batch_size)
     cardinality = int(dataset.cardinality())
     assert cardinality == len(_batches(dataset)) == len(_batches(dataset))
+
+
+# ------------------------------------------------- fixed_shapes (for JAX)
+
+FIXED_BOUNDARIES = (50, 60, 70, 80)
+
+
+def _longest(src, tgt):
+    """The longest sentence of a batch: source, or target with [END]."""
+    return int(max(np.count_nonzero(src, axis=1).max(), np.count_nonzero(tgt, axis=1).max()))
+
+
+def _bucket_width(length, boundaries):
+    """The longest length the bucket of `length` holds; past the last
+    boundary the buckets go on in steps of it."""
+    uppers = list(boundaries) + [boundaries[-1] * k for k in range(2, 10)]
+    return next(upper for upper in uppers if length < upper) - 1
+
+
+@pytest.mark.parametrize("bucketed", [True, False])
+def test_fixed_shapes_pad_every_batch_to_its_buckets_width(setup, bucketed):
+    boundaries = FIXED_BOUNDARIES if bucketed else None
+    kwargs = dict(batch_size=16, seed=5, bucket_boundaries=boundaries)
+    plain = _batches(_make(setup, **kwargs))
+    fixed = _batches(_make(setup, fixed_shapes=True, **kwargs))
+    assert len(fixed) == len(plain) == int(_make(setup, fixed_shapes=True, **kwargs).cardinality())
+    widths = FIXED_BOUNDARIES if bucketed else (8, 12, 16, 20, 24, 32, 48, 64)
+    for (src, dec, tgt), (fixed_src, fixed_dec, fixed_tgt) in zip(plain, fixed, strict=True):
+        rows, width = src.shape[0], _bucket_width(_longest(src, tgt), widths)
+        for ids, padded in ((src, fixed_src), (dec, fixed_dec), (tgt, fixed_tgt)):
+            assert padded.shape == (16, width) and padded.dtype == np.int32
+            np.testing.assert_array_equal(padded[:rows, : ids.shape[1]], ids)  # the same batch
+            assert not padded[rows:].any() and not padded[:, ids.shape[1] :].any()
+    # One shape per width: the few shapes JAX compiles, for many more.
+    shapes = {b[0].shape for b in fixed}
+    assert len(shapes) == len({_bucket_width(_longest(s, t), widths) for s, _, t in plain})
+    assert 1 < len(shapes) < len({(b[0].shape, b[2].shape) for b in plain})
+
+
+@pytest.mark.parametrize(
+    "length, width",
+    [(1, 7), (7, 7), (8, 11), (11, 11), (12, 15), (47, 47), (48, 63), (63, 63), (64, 127)]
+    + [(127, 127), (128, 191), (200, 255)],
+)
+def test_fixed_width_is_the_longest_length_of_the_bucket(length, width):
+    from keras_attention.translation import pipeline
+
+    assert _bucket_width(length, pipeline.DEFAULT_BUCKET_BOUNDARIES) == width  # the reference
+    got = pipeline._fixed_width(tf.constant(length), pipeline.DEFAULT_BUCKET_BOUNDARIES)
+    assert int(got) == width
+
+
+def test_fixed_shapes_leave_every_batchs_loss_unchanged(setup):
+    """The translator's masks and its loss's `ignore_class=0` make the extra
+    rows and columns change nothing: each batch's loss and accuracy are
+    those of the batch padded to its longest sentence (float32)."""
+    from keras_attention.translation import training
+
+    _, _, en_tok, fr_tok, _ = setup
+    config = dict(training.PRESETS["tiny"], attention="bahdanau", input_feeding=True)
+    model = training.compiled_model(config, en_tok, fr_tok, seed=0)
+    kwargs = dict(batch_size=16, seed=3, bucket_boundaries=FIXED_BOUNDARIES)
+    plain, fixed = _make(setup, **kwargs), _make(setup, fixed_shapes=True, **kwargs)
+    results, padded = [], 0
+    pairs = zip(plain.as_numpy_iterator(), fixed.as_numpy_iterator(), strict=True)
+    for (x, y), (fixed_x, fixed_y) in pairs:
+        padded += fixed_y.shape != y.shape
+        batches = ((x, y), (fixed_x, fixed_y))
+        results.append([model.test_on_batch(*batch, return_dict=True) for batch in batches])
+    assert padded > len(results) // 2
+    # (batches, 2): padded to the longest sentence, to the fixed shape.
+    losses = np.array([[r["loss"] for r in pair] for pair in results])
+    assert np.all(losses > 1.0)  # an untrained model: far from 0
+    np.testing.assert_allclose(losses[:, 1], losses[:, 0], rtol=1e-6)
+    # The accuracy reads the model's output mask: padding is not counted.
+    accuracies = np.array([[r["accuracy"] for r in pair] for pair in results])
+    np.testing.assert_allclose(accuracies[:, 1], accuracies[:, 0], rtol=1e-6)

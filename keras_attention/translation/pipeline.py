@@ -19,6 +19,17 @@ epoch), from `seed`: two datasets built with the same seed (and the same global
 TensorFlow seed, see `tf.random.set_seed`) give the same sequence of epochs.
 Batches then group sentences of similar length (`bucket_boundaries`) to save
 padding, and are prefetched.
+
+Shapes: each batch is padded to its longest sentence, so the batch shapes vary
+from step to step. TensorFlow traces the training step once for all of them
+(its `tf.function` relaxes the shapes), but JAX compiles the step again for
+every new shape: a few seconds each, for each of the dozens of shapes of an
+epoch and of a validation. `fixed_shapes=True` pads every batch to
+`batch_size` rows and both its sequences to one width per length bucket (the
+longest pair that bucket holds), so that an epoch comes in as many shapes as
+it touches buckets. The extra rows are all padding (an empty source, no target
+token) and the extra columns too: a loss that ignores the padding id
+(`ignore_class=0`) and the masks of the model make them change nothing.
 """
 
 from __future__ import annotations
@@ -48,6 +59,7 @@ def make_dataset(
     max_examples: int | None = None,
     bucket_boundaries: Sequence[int] | None = DEFAULT_BUCKET_BOUNDARIES,
     shuffle_buffer_size: int | None = None,
+    fixed_shapes: bool = False,
 ) -> tf.data.Dataset:
     """Builds a batched, padded dataset of aligned sentence pairs.
 
@@ -71,6 +83,16 @@ def make_dataset(
             in order without bucketing, e.g. for evaluation.
         shuffle_buffer_size: optional positive int; default: the number of
             pairs (a full shuffle).
+        fixed_shapes: bool. False: each batch is padded to its longest
+            sentence. True (for JAX, see above): each batch is padded with
+            rows of 0 to `batch_size` rows, and its source, decoder input and
+            target to one width: the longest length its bucket holds (the
+            bucket's upper boundary minus 1; past the last boundary, the
+            boundaries go on in steps of the last one: with the default ones,
+            widths 7, 11, 15, 19, 23, 31, 47, 63, then 127, 191, ...). Without
+            `bucket_boundaries`, the widths are those of
+            `DEFAULT_BUCKET_BOUNDARIES`. The batches and their order are the
+            same as with False.
 
     Returns:
         A `tf.data.Dataset` of `((source_ids, decoder_input_ids), target_ids)`.
@@ -100,6 +122,13 @@ def make_dataset(
         )
 
     dataset = _batched(dataset, batch_size, bucket_boundaries, source, target)
+    if fixed_shapes:
+        pad = functools.partial(
+            _pad_to_fixed_shape,
+            rows=batch_size,
+            boundaries=bucket_boundaries or DEFAULT_BUCKET_BOUNDARIES,
+        )
+        dataset = dataset.map(pad, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.map(_to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
@@ -181,6 +210,33 @@ def _pair_length(source, decoder_input, decoder_target):
     # The same length as the one counted for assert_cardinality above.
     del decoder_input  # As long as decoder_target.
     return tf.maximum(tf.shape(source)[0], tf.shape(decoder_target)[0])
+
+
+def _fixed_width(length, boundaries):
+    """The width of a batch whose longest sentence (source, or target with
+    [END]) has `length` subwords, a scalar int32 tensor: the smallest boundary
+    above `length`, minus 1; past the last boundary `b`, the next multiple of
+    `b`, minus 1."""
+    last = boundaries[-1]
+    index = tf.searchsorted(tf.constant(boundaries, tf.int32), tf.reshape(length, [1]), "right")
+    upper = tf.where(
+        length < last,
+        tf.gather(boundaries, tf.minimum(index[0], len(boundaries) - 1)),
+        (length // last + 1) * last,  # past the last boundary, in steps of it
+    )
+    return upper - 1
+
+
+def _pad_to_fixed_shape(source, decoder_input, decoder_target, rows, boundaries):
+    # Both sequences to one width: the bucket's longest, not the batch's.
+    longest = tf.maximum(tf.shape(source)[1], tf.shape(decoder_target)[1])
+    width = _fixed_width(longest, boundaries)
+    extra_rows = rows - tf.shape(source)[0]
+
+    def pad(ids):  # (b, t) -> (rows, width), zeros: [PAD]
+        return tf.pad(ids, [[0, extra_rows], [0, width - tf.shape(ids)[1]]])
+
+    return pad(source), pad(decoder_input), pad(decoder_target)
 
 
 def _to_model_inputs(source, decoder_input, decoder_target):

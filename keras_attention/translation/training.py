@@ -289,11 +289,29 @@ def _train(run, tf_strategy, patience, max_minutes, keep_epochs, data_dir):
     # batches that the strategy (or the distribution) splits.
     global_batch = config["batch_size"] * replicas
     tokenizers = (source_tokenizer, target_tokenizer)
+    # JAX compiles the step again for each new batch shape (a few seconds
+    # each, dozens of shapes an epoch); TensorFlow traces one step for all
+    # lengths, and its batches stay padded to their longest sentence, as
+    # the recorded results were trained.
+    fixed_shapes = keras.backend.backend() == "jax"
     train_data = make_dataset(
-        train_en, train_fr, *tokenizers, batch_size=global_batch, shuffle=True, seed=seed
+        train_en,
+        train_fr,
+        *tokenizers,
+        batch_size=global_batch,
+        shuffle=True,
+        seed=seed,
+        fixed_shapes=fixed_shapes,
     )
     val = corpus["val"]
-    val_data = make_dataset(val.en, val.fr, *tokenizers, batch_size=global_batch, shuffle=False)
+    val_data = make_dataset(
+        val.en,
+        val.fr,
+        *tokenizers,
+        batch_size=global_batch,
+        shuffle=False,
+        fixed_shapes=fixed_shapes,
+    )
     train_data = distribute.shard_by_data(train_data)
     val_data = distribute.shard_by_data(val_data)
     # The run backs up, keeps model.keras the best on the validation loss,
