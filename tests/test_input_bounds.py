@@ -40,7 +40,9 @@ from keras_attention.translation import cli
 from keras_attention.translation import commands
 from keras_attention.translation import evaluation
 from keras_attention.translation import export
+from keras_attention.translation.lite import export_translator_tflite
 from keras_attention.translation.model import build_translator
+from keras_attention.translation.serving import ServingTranslator
 from keras_attention.translation.tokenizer import RESERVED_TOKENS
 from keras_attention.translation.translator import CONFIG_FILE
 from keras_attention.translation.translator import MODEL_FILE
@@ -85,14 +87,14 @@ def translator(run_dir):
 @pytest.fixture(scope="module")
 def tflite_dir(tmp_path_factory, translator):
     folder = tmp_path_factory.mktemp("tflite")
-    export.export_tflite(translator, folder, variants=("float32",))
+    export_translator_tflite(translator, folder, variants=("float32",))
     return folder
 
 
 @pytest.fixture(scope="module")
 def serving(translator):
     """The SavedModel's signatures: `serving_default` is `greedy`, `beam` is `beam`."""
-    module = export.ServingTranslator(translator)
+    module = ServingTranslator(translator)
     # The methods hold a weak reference to their module: keep it alive.
     return {"serving_default": module.greedy, "beam": module.beam, "module": module}
 

@@ -474,8 +474,8 @@ def _fake_writers(monkeypatch, tag):
             raise KeyboardInterrupt  # stands for a kill after the SavedModel
         return paths
 
-    monkeypatch.setattr(export, "export_saved_model", saved_model)
-    monkeypatch.setattr(export, "export_tflite", tflite)
+    monkeypatch.setattr(export, "export_translator_saved_model", saved_model)
+    monkeypatch.setattr(export, "export_translator_tflite", tflite)
 
 
 def test_killed_re_export_leaves_the_earlier_export_whole(finished_run, tmp_path, monkeypatch):

@@ -83,6 +83,33 @@ def test_export_takes_the_options_of_the_export_module(capsys):
         assert option in help_text
 
 
+EXPORT_OPTIONS = [
+    "--variants=int8",
+    "--max-length=12",
+    "--source-length=64",
+    "--tflite-beam",
+    "--beam-width=3",
+    "--length-penalty=1.0",
+    "--max-batch=8",
+    "--no-saved-model",
+    "--version=2",
+]
+
+
+@pytest.mark.parametrize("options", [[], EXPORT_OPTIONS], ids=["defaults", "every_option"])
+def test_export_options_are_one_definition_for_both_commands(options):
+    """`keras-attention-translate export` parses what `python -m
+    keras_attention.translation.export` parses, into the same values."""
+    from keras_attention.translation import export
+
+    expected = vars(export.parse_args(["run", "out", *options]))
+    args = vars(cli.parse_args(["export", "run", "out", *options]))
+    assert set(args) - set(expected) == {"command", "func", "data_dir", "verbose"}
+    assert {name: args[name] for name in expected} == expected
+    if options:
+        assert expected["variants"] == "int8" and expected["no_saved_model"] is True
+
+
 def test_export_of_a_missing_run_exits_with_the_export_error(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         cli.main(["export", str(tmp_path / "nowhere"), str(tmp_path / "out"), "--variants", ""])

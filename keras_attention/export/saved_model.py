@@ -9,6 +9,9 @@ from keras_attention.export.tflite import source_signature
 from keras_attention.generation.search_defaults import MAX_BATCH
 from keras_attention.validation import check_positive_int
 
+# The signatures of every SavedModel export: greedy search, beam search.
+SIGNATURES = ("serving_default", "beam")
+
 
 class ServingGenerator(GeneratorModule):
     """Greedy (`serving_default`) and beam (`beam`) signatures over a batch.
@@ -108,9 +111,24 @@ def export_saved_model(generator, path, **options):
         The `ServingGenerator` that was saved.
     """
     module = ServingGenerator(generator, **options)
-    tf.saved_model.save(
-        module,
-        str(path),
-        signatures={"serving_default": module.greedy, "beam": module.beam},
-    )
+    write_saved_model(module, path)
     return module
+
+
+def write_saved_model(module, path):
+    """Saves an export module as a SavedModel whose signatures are its greedy
+    search, `serving_default`, and its beam search, `beam` (`SIGNATURES`).
+    The step every SavedModel export shares: `export_saved_model` and the
+    translator's (`keras_attention.translation.serving`).
+
+    Args:
+        module: a `tf.Module` with `greedy` and `beam`, `tf.function`s of one
+            input signature each (`ServingGenerator`, `ServingTranslator`).
+        path: the folder to write.
+    """
+    functions = (module.greedy, module.beam)
+    signatures = {
+        name: function.get_concrete_function()
+        for name, function in zip(SIGNATURES, functions, strict=True)
+    }
+    tf.saved_model.save(module, str(path), signatures=signatures)

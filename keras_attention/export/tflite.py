@@ -436,6 +436,27 @@ def convert(lite_generator, quantization=None):
     return data
 
 
+def write_tflite(lite_generator, path, quantization=None):
+    """Converts a `LiteGenerator` (`convert`) and writes the model to `path`,
+    whole or not at all (`keras_attention.training.atomic`), creating the
+    folder if needed. The step every TFLite export shares: `export_tflite`
+    and the translator's (`keras_attention.translation.lite`).
+
+    Args:
+        lite_generator: a `LiteGenerator`.
+        path: the `.tflite` file to write.
+        quantization: see `convert`.
+
+    Returns:
+        `path`, as a `Path`.
+    """
+    path = Path(path)
+    data = convert(lite_generator, quantization)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes(path, data)
+    return path
+
+
 def export_tflite(generator, path, quantization=None, **options):
     """Writes a builtin-ops-only TFLite model of a generator, and its manifest.
 
@@ -490,8 +511,7 @@ def export_tflite(generator, path, quantization=None, **options):
         check_beam_width(options["beam_width"], getattr(generator, "target_vocabulary_size", None))
     path = _model_path(path)
     lite = LiteGenerator(generator, **options)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes(path, convert(lite, quantization))
+    write_tflite(lite, path, quantization)
     manifest = lite.manifest()
     manifest["quantization"] = quantization
     manifest["model_file"] = path.name

@@ -220,7 +220,7 @@ def _explain(args):
 
 
 def _export(args):
-    code = export.main(args.export_argv)
+    code = export.run_export(args)
     if code:
         raise SystemExit(code)
     return code
@@ -244,13 +244,14 @@ def build_parser(prog=None):
     _add_average(subparsers)
     _add_translate(subparsers)
     _add_explain(subparsers)
-    # Its options are those of `keras_attention.translation.export`, which
-    # parses them (and answers `export --help`).
+    # The options of `python -m keras_attention.translation.export`, from
+    # the one function that defines them.
     p = subparsers.add_parser(
         "export",
         help="export a run as a SavedModel and TFLite models (RUN_DIR OUT_DIR; see export --help)",
-        add_help=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    export.add_export_arguments(p)
     p.set_defaults(func=_export)
     return parser
 
@@ -418,15 +419,8 @@ def _add_explain(subparsers):
 
 
 def parse_args(argv=None, prog=None):
-    """The parsed options; for `export`, its arguments are left in
-    `export_argv` for `keras_attention.translation.export` to parse."""
-    parser = build_parser(prog)
-    args, extra = parser.parse_known_args(argv)
-    if args.command == "export":
-        args.export_argv = extra
-    elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    return args
+    """The parsed options of `argv` (default: `sys.argv[1:]`)."""
+    return build_parser(prog).parse_args(argv)
 
 
 def main(argv=None, prog=None):

@@ -7,7 +7,7 @@ writes
     OUT_DIR/
       export.json                     what was exported, from which run, with what settings
       saved_model/1/                  TensorFlow Serving layout (model name / version)
-      tflite/                         what `translation.lite.export_tflite` writes
+      tflite/                         what `translation.lite.export_translator_tflite` writes
                                       (listed at the end of --help)
 
 The SavedModel is text in, text out (`serving_default`: greedy, `beam`): a
@@ -42,6 +42,7 @@ import tensorflow as tf
 
 from keras_attention.export.backend import BackendError
 from keras_attention.export.backend import check_tensorflow_backend
+from keras_attention.export.saved_model import SIGNATURES
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BATCH
@@ -56,28 +57,24 @@ from keras_attention.translation import runs
 from keras_attention.translation.lite import TFLITE_CONFIG_FILE
 from keras_attention.translation.lite import VARIANTS
 from keras_attention.translation.lite import check_variants
-from keras_attention.translation.lite import export_tflite
+from keras_attention.translation.lite import export_translator_tflite
 from keras_attention.translation.lite import tflite_filename
 from keras_attention.translation.lite import tflite_files
-from keras_attention.translation.serving import SIGNATURES
-from keras_attention.translation.serving import ServingTranslator
-from keras_attention.translation.serving import export_saved_model
+from keras_attention.translation.serving import export_translator_saved_model
 from keras_attention.translation.translator import load_run
 from keras_attention.validation import check_positive_int
 
-# The names of `serving` and `lite` are importable from here too, as before
-# they moved there.
+# `lite`'s file names are importable from here too.
 __all__ = [
     "MANIFEST_FILE",
     "SAVED_MODEL_DIR",
     "TFLITE_CONFIG_FILE",
     "TFLITE_DIR",
     "VARIANTS",
-    "ServingTranslator",
+    "add_export_arguments",
     "export_run",
-    "export_saved_model",
-    "export_tflite",
     "main",
+    "run_export",
     "tflite_filename",
 ]
 
@@ -246,7 +243,7 @@ def _write_export(translator, config, run_dir, out_dir, settings):
 def _write_saved_model(translator, out_dir, settings):
     """Writes the SavedModel version folder; returns its manifest entry."""
     path = out_dir / SAVED_MODEL_DIR / str(settings.version)
-    export_saved_model(
+    export_translator_saved_model(
         translator,
         path,
         settings.max_length,
@@ -268,7 +265,7 @@ def _write_tflite(translator, config, out_dir, settings):
     beam = None
     if settings.tflite_beam:
         beam = BeamSettings(settings.beam_width, settings.length_penalty)
-    paths = export_tflite(
+    paths = export_translator_tflite(
         translator,
         out_dir / TFLITE_DIR,
         settings.variants,
@@ -283,13 +280,22 @@ def _write_tflite(translator, config, out_dir, settings):
     }
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m keras_attention.translation.export",
-        description=__doc__,
-        epilog="OUT_DIR/tflite/ holds:\n\n"
-        + "".join(f"  {name:<28}{note}\n" for name, note in tflite_files().items()),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+PROG = "python -m keras_attention.translation.export"
+
+
+def add_export_arguments(parser):
+    """Adds the export's arguments and help to `parser`: the one definition
+    of this command line, which `parse_args` reads and the translator's
+    `export` command (`keras_attention.translation.cli`) too.
+
+    Args:
+        parser: an `argparse.ArgumentParser` (or a subcommand's), made with
+            `formatter_class=argparse.RawDescriptionHelpFormatter` so that
+            the help keeps this module's layout.
+    """
+    parser.description = __doc__
+    parser.epilog = "OUT_DIR/tflite/ holds:\n\n" + "".join(
+        f"  {name:<28}{note}\n" for name, note in tflite_files().items()
     )
     parser.add_argument(
         "run_dir", help="a finished training run (python -m keras_attention.translation train)"
@@ -333,13 +339,34 @@ def parse_args(argv=None):
     )
     parser.add_argument("--no-saved-model", action="store_true", help="TFLite only")
     parser.add_argument("--version", type=int, default=1, help="SavedModel version folder")
-    return parser.parse_args(argv)
+    return parser
 
 
-def main(argv=None):
-    options = vars(parse_args(argv))
-    options["variants"] = tuple(v for v in options["variants"].split(",") if v)
-    options["saved_model"] = not options.pop("no_saved_model")
+def parse_args(argv=None):
+    """The options of `python -m keras_attention.translation.export`."""
+    parser = argparse.ArgumentParser(
+        prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    return add_export_arguments(parser).parse_args(argv)
+
+
+def run_export(args):
+    """Runs `export_run` with the options `add_export_arguments` parsed and
+    prints where the files went; returns the exit status: 0, or 2 after one
+    line `error: ...` on standard error."""
+    options = {
+        "run_dir": args.run_dir,
+        "out_dir": args.out_dir,
+        "variants": tuple(v for v in args.variants.split(",") if v),
+        "max_length": args.max_length,
+        "beam_width": args.beam_width,
+        "length_penalty": args.length_penalty,
+        "saved_model": not args.no_saved_model,
+        "version": args.version,
+        "source_length": args.source_length,
+        "tflite_beam": args.tflite_beam,
+        "max_batch": args.max_batch,
+    }
     try:
         manifest = export_run(**options)
     except (FileNotFoundError, ValueError, BackendError) as error:
@@ -352,6 +379,11 @@ def main(argv=None):
         path = os.path.join(out_dir, info["path"])
         print(f"TFLite {variant}: {path} ({info['bytes'] / 1e6:.2f} MB)")
     return 0
+
+
+def main(argv=None):
+    """`python -m keras_attention.translation.export`: the exit status."""
+    return run_export(parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """The translator's TFLite models and what an app needs around them.
 
-`export_tflite` writes, in one folder, the files `tflite_files()` lists: a
-model per variant (`translator_float32.tflite`, `_float16`, `_int8`), the two
-vocabularies and `translator.json`.
+`export_translator_tflite` writes, in one folder, the files `tflite_files()`
+lists: a model per variant (`translator_float32.tflite`, `_float16`,
+`_int8`), the two vocabularies and `translator.json`.
 
 The models hold ids in, ids out, in TFLite builtin ops only, with static
 batch 1 and a dynamic source length (or, with `source_length=N`, a static one
@@ -27,16 +27,16 @@ Tokenization happens on the device, in the app's language, from the vocabulary
 files and `translator.json` (`examples/tflite_translate.py` is a pure-Python
 version).
 
-The functions and their conversion are those of the generic export
-(`keras_attention.export.LiteGenerator` over the translator's
-`Seq2SeqGenerator`, weights frozen into constants); this module adds the text
+The functions, their conversion and the writing of each model are those of
+the generic export (`keras_attention.export.LiteGenerator` over the
+translator's `Seq2SeqGenerator`, weights frozen into constants, and
+`keras_attention.export.tflite.write_tflite`); this module adds the text
 side: the vocabularies and `translator.json`.
 """
 
 from pathlib import Path
 
 from keras_attention.export import tflite as generic_tflite
-from keras_attention.training.atomic import write_bytes
 from keras_attention.training.atomic import write_json
 from keras_attention.training.atomic import write_text
 from keras_attention.translation.tokenizer import RESERVED_TOKENS
@@ -48,6 +48,8 @@ _VARIANT_NOTES = {
     "int8": "dynamic-range int8 weights",
 }
 VARIANTS = tuple(_VARIANT_NOTES)
+# Each variant's `quantization` in `keras_attention.export.convert`.
+_QUANTIZATIONS = {"float32": None, "float16": "float16", "int8": "int8"}
 TFLITE_CONFIG_FILE = "translator.json"
 SOURCE_VOCAB_FILE = "source_vocab.txt"
 TARGET_VOCAB_FILE = "target_vocab.txt"
@@ -66,7 +68,8 @@ def tflite_filename(variant):
 
 
 def tflite_files(variants=VARIANTS):
-    """The files `export_tflite(..., variants)` writes: {name: what it holds}."""
+    """The files `export_translator_tflite(..., variants)` writes: {name: what
+    it holds}."""
     files = {tflite_filename(v): _VARIANT_NOTES[v] for v in check_variants(variants)}
     files[SOURCE_VOCAB_FILE] = "one WordPiece token per line, id = line number"
     files[TARGET_VOCAB_FILE] = "the same for the target language"
@@ -115,24 +118,6 @@ def lite_translator(translator, max_length=None, source_length=None, beam=None):
     )
 
 
-def convert(lite, variant="float32"):
-    """Converts the functions of `lite_translator` to a builtin-ops-only
-    flatbuffer (bytes), with `keras_attention.export.convert`.
-
-    Args:
-        lite: a `LiteGenerator`.
-        variant: "float32"; "float16" (float16 weights, dequantized at load);
-            "int8" (dynamic-range quantization: int8 weights, float
-            activations).
-    """
-    if variant not in VARIANTS:
-        raise ValueError(
-            f"Invalid value for argument `variant`. Expected one of {VARIANTS}. "
-            f"Received: variant={variant!r}"
-        )
-    return generic_tflite.convert(lite, None if variant == "float32" else variant)
-
-
 def _tflite_config(translator, lite, variants, attention=None):
     """The dict of `translator.json`: the generic manifest of `lite` (ids,
     bounds, signatures, decoder state) with the text side added (vocabulary
@@ -173,18 +158,23 @@ def _tokenizer_config(tokenizer, vocab_file):
     }
 
 
-def export_tflite(
+def export_translator_tflite(
     translator, folder, variants=VARIANTS, max_length=None, attention=None, **lite_options
 ):
     """Writes the TFLite variants, the vocabularies and `translator.json`.
 
-    Every file is written whole or not at all (a temporary file renamed over
-    it).
+    The models go through the generic export's skeleton
+    (`keras_attention.export.tflite.write_tflite`: conversion, float16 or
+    int8 weights, the builtin-operator check), traced once for every
+    variant. Every file is written whole or not at all (a temporary file
+    renamed over it).
 
     Args:
         translator: a `Translator`.
         folder: the output folder (e.g. `OUT_DIR/tflite`), created if needed.
-        variants: a subset of `VARIANTS`.
+        variants: a subset of `VARIANTS`: "float32"; "float16" (float16
+            weights, dequantized at load); "int8" (dynamic-range
+            quantization: int8 weights, float activations).
         max_length: see `lite_translator`.
         attention: the run's attention name, recorded in `translator.json`.
         **lite_options: `source_length` and `beam` of `lite_translator`
@@ -201,10 +191,12 @@ def export_tflite(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     lite = lite_translator(translator, max_length, **lite_options)
-    paths = {}
-    for variant in variants:
-        paths[variant] = folder / tflite_filename(variant)
-        write_bytes(paths[variant], convert(lite, variant))
+    paths = {
+        variant: generic_tflite.write_tflite(
+            lite, folder / tflite_filename(variant), _QUANTIZATIONS[variant]
+        )
+        for variant in variants
+    }
     for tokenizer, name in (
         (translator.source_tokenizer, SOURCE_VOCAB_FILE),
         (translator.target_tokenizer, TARGET_VOCAB_FILE),

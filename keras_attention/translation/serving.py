@@ -26,14 +26,13 @@ from pathlib import Path
 import tensorflow as tf
 
 from keras_attention.export.backend import ExportModule
+from keras_attention.export.saved_model import write_saved_model
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BATCH
 from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.precision import float32_copy
 from keras_attention.validation import check_positive_int
-
-SIGNATURES = ("serving_default", "beam")
 
 
 class ServingTranslator(ExportModule):
@@ -152,7 +151,7 @@ class ServingTranslator(ExportModule):
         return self._outputs(source_ids, truncated, result)
 
 
-def export_saved_model(
+def export_translator_saved_model(
     translator,
     path,
     max_length=None,
@@ -160,7 +159,9 @@ def export_saved_model(
     length_penalty=LENGTH_PENALTY,
     max_batch=MAX_BATCH,
 ):
-    """Writes the text-in, text-out SavedModel (signatures `serving_default`, `beam`).
+    """Writes the text-in, text-out SavedModel (signatures `serving_default`,
+    `beam`), through the generic export's
+    `keras_attention.export.saved_model.write_saved_model`.
 
     Args:
         translator: a `Translator`.
@@ -174,9 +175,5 @@ def export_saved_model(
         `path`, as a `Path`.
     """
     module = ServingTranslator(translator, max_length, beam_width, length_penalty, max_batch)
-    signatures = {
-        "serving_default": module.greedy.get_concrete_function(),
-        "beam": module.beam.get_concrete_function(),
-    }
-    tf.saved_model.save(module, str(path), signatures=signatures)
+    write_saved_model(module, path)
     return Path(path)
