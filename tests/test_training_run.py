@@ -7,6 +7,7 @@ SIGKILL inside each write is tests/test_training_run_kill.py. Keras only:
 these run on every backend (tests/run_all_backends.sh).
 """
 
+import argparse
 import csv
 import errno
 import json
@@ -27,6 +28,8 @@ from keras_attention.training import RunInUseError
 from keras_attention.training import RunLock
 from keras_attention.training import RunOptionsError
 from keras_attention.training import TrainingRun
+from keras_attention.training import UntrainedRunError
+from keras_attention.training import add_training_arguments
 from keras_attention.training import cosine_to_budget
 from keras_attention.training import run_folder
 from keras_attention.training import run_status
@@ -118,6 +121,50 @@ def test_the_same_seed_and_step_count_give_the_same_run(tmp_path):
     for a, b in zip(first.weights, second.weights, strict=True):
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
     assert _history(tmp_path / "a") == _history(tmp_path / "b")
+
+
+def test_finished_says_a_finished_run_of_these_options_needs_no_training(tmp_path):
+    run_dir = tmp_path / "run"
+    assert not TrainingRun(run_dir, OPTIONS).finished()  # a new folder
+    _fit(run_dir, epochs=1)
+    before = _snapshot(run_dir)
+    assert TrainingRun(run_dir, OPTIONS).finished()
+    assert not TrainingRun(run_dir, OPTIONS, overwrite=True).finished()
+    with pytest.raises(RunOptionsError, match="units"):
+        TrainingRun(run_dir, dict(OPTIONS, units=9)).finished()
+    assert _snapshot(run_dir) == before  # nothing written
+
+
+def test_load_gives_the_model_config_and_client_files_of_a_run(tmp_path):
+    run_dir = tmp_path / "run"
+    x, y = _data()
+    with TrainingRun(run_dir, OPTIONS, files=("vocab.json",)) as run:
+        (run.run_dir / "vocab.json").write_text(json.dumps({"letters": "ab"}))
+        model = run.fit(_build(), x, y, epochs=1, batch_size=16, monitor=None, verbose=0)
+    loaded, config, (vocab,) = TrainingRun.load(run_dir, files=("vocab.json",))
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+    assert {k: config[k] for k in OPTIONS} == OPTIONS and vocab == {"letters": "ab"}
+
+
+def test_load_of_an_untrained_folder_names_the_missing_files(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(UntrainedRunError, match=r"missing .*model\.keras, .*vocab\.json\); train"):
+        TrainingRun.load(tmp_path, files=("vocab.json",))
+
+
+def test_training_arguments_take_the_trainers_defaults_and_refuse_bad_values(capsys):
+    parser = argparse.ArgumentParser(prog="trainer")
+    add_training_arguments(
+        parser, batch_size=64, learning_rate=1e-3, epochs=5, max_minutes=30.0, batch_size_note="-"
+    )
+    args = parser.parse_args(["--run-dir", "r"])
+    assert (args.batch_size, args.learning_rate, args.epochs, args.max_minutes) == (64, 1e-3, 5, 30)
+    assert (args.overwrite, args.steps_per_epoch, args.intra_op_threads) == (False, None, 0)
+    assert (args.mixed_precision, args.distribution, args.seed) == (None, None, 0)
+    for flag, value in [("--batch-size", "0"), ("--intra-op-threads", "-1")]:
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--run-dir", "r", flag, value])
+        assert f"argument {flag}: expected" in capsys.readouterr().err
 
 
 class _Interrupt(keras.callbacks.Callback):

@@ -1,8 +1,10 @@
 """Generation with a trained model: reading its graph, the generator, the search,
-and several generators decoding as one (`EnsembleGenerator`)."""
+several generators decoding as one (`EnsembleGenerator`), and many sources
+decoded in batches of similar length (`decode_batches`)."""
 
+from keras_attention.generation.decode_batches import decode_batches
 from keras_attention.generation.ensemble import EnsembleGenerator
 from keras_attention.generation.search import beam_search
 from keras_attention.generation.search import greedy_search
 
-__all__ = ["EnsembleGenerator", "beam_search", "greedy_search"]
+__all__ = ["EnsembleGenerator", "beam_search", "decode_batches", "greedy_search"]

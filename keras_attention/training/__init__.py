@@ -10,8 +10,9 @@ the G2P example train through it.
 Modules: `training_run` (`TrainingRun`), `run_folder` (the files and states
 of a run folder), `run_lock` (`RunLock`), `schedules` (`CosineToBudget`),
 `time_budget` (`TimeBudget`: the rate decayed step by step over a budget),
-`averaging` (checkpoint averaging), `atomic` (atomic writes; standard library
-only).
+`averaging` (checkpoint averaging), `threads` (`set_intra_op_threads`),
+`length_batches` (teacher-forced batches of similar lengths, reshuffled
+every epoch), `atomic` (atomic writes; standard library only).
 """
 
 import importlib
@@ -36,7 +37,13 @@ _WHERE = {
     "TimeBudget": "time_budget",
     "RunWriteError": "training_run",
     "TrainingRun": "training_run",
+    "UntrainedRunError": "training_run",
     "add_run_arguments": "training_run",
+    "add_training_arguments": "training_run",
+    "set_intra_op_threads": "threads",
+    "length_bucketed_batches": "length_batches",
+    "length_bucketed_dataset": "length_batches",
+    "pad_rows": "length_batches",
 }
 __all__ = sorted(_WHERE)
 

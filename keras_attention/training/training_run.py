@@ -8,8 +8,10 @@ from pathlib import Path
 
 import keras
 
+from keras_attention import cli_types
 from keras_attention import distribution as distribution_lib
 from keras_attention import precision
+from keras_attention.model_file import load_model
 from keras_attention.training import run_folder
 from keras_attention.training.atomic import write_json
 from keras_attention.training.run_folder import CONFIG_FILE
@@ -19,6 +21,7 @@ from keras_attention.training.run_folder import UNFINISHED
 from keras_attention.training.run_folder import CorruptRunError
 from keras_attention.training.run_folder import NotARunError
 from keras_attention.training.run_folder import RunExistsError
+from keras_attention.training.run_folder import RunFolderError
 from keras_attention.training.run_folder import RunKeeper
 from keras_attention.training.run_folder import RunOptionsError
 from keras_attention.training.run_lock import RunLock
@@ -62,12 +65,78 @@ def add_run_arguments(parser, batch_size_note):
     )
 
 
+def add_training_arguments(
+    parser,
+    *,
+    batch_size,
+    learning_rate,
+    epochs,
+    max_minutes,
+    batch_size_note,
+    intra_op_threads=0,
+):
+    """Adds the flags of a command-line trainer built on `TrainingRun`, with
+    the trainer's defaults: `--run-dir` (required), `--overwrite`,
+    `--batch-size`, `--learning-rate` (the peak of `TimeBudget`'s decay),
+    `--max-minutes`, `--epochs`, `--steps-per-epoch`, `--seed`,
+    `--intra-op-threads` (`set_intra_op_threads`), `--verbose` and those of
+    `add_run_arguments`. Values are checked by `keras_attention.cli_types`.
+
+    Args:
+        parser: an `argparse.ArgumentParser` (or a subcommand's parser).
+        batch_size, learning_rate, epochs, max_minutes: the defaults.
+        batch_size_note: as `add_run_arguments` takes it.
+        intra_op_threads: the default of `--intra-op-threads` (0: TensorFlow's).
+    """
+    parser.add_argument("--run-dir", required=True, help="the run folder")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished run (only a run of this package: any other folder is refused)",
+    )
+    parser.add_argument("--batch-size", type=cli_types.positive_int, default=batch_size)
+    parser.add_argument(
+        "--learning-rate", type=cli_types.positive_float, default=learning_rate, help="peak rate"
+    )
+    parser.add_argument(
+        "--max-minutes",
+        type=cli_types.positive_float,
+        default=max_minutes,
+        help="time budget; the rate decays over it and training stops at it",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=cli_types.positive_int,
+        default=epochs,
+        help="at most this many; the rate decays over them when they end first",
+    )
+    parser.add_argument(
+        "--steps-per-epoch",
+        type=cli_types.positive_int,
+        help="batches per epoch (default: one pass over the data)",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--intra-op-threads",
+        type=cli_types.non_negative_int,
+        default=intra_op_threads,
+        help="TensorFlow's threads per operation; 0: its default",
+    )
+    parser.add_argument("--verbose", type=int, default=1, help="Keras' fit verbosity (2: a line)")
+    add_run_arguments(parser, batch_size_note)
+
+
 class RunWriteError(OSError):
     """The run folder cannot be written (a read-only file system, no
     permission); the message names the folder. Nothing was changed."""
 
     def __str__(self):
         return self.strerror
+
+
+class UntrainedRunError(RunFolderError):
+    """`TrainingRun.load` of a folder without a trained model; the message
+    names the missing files."""
 
 
 class TrainingRun:
@@ -276,6 +345,47 @@ class TrainingRun:
             # run are not averaged with the new one's.
             run_folder.clear(self.run_dir, self.files, keep=(CONFIG_FILE, *self.files))
         return state
+
+    def finished(self):
+        """True when the folder holds a finished run of these options and
+        `overwrite` is not set: there is nothing to train (`load` it).
+        Writes nothing.
+
+        Raises:
+            RunOptionsError: the finished run was trained with other options
+                (named): it is no answer to these.
+        """
+        if self.overwrite:
+            return False
+        status = run_folder.run_status(self.run_dir, legacy=self.legacy)
+        if status.state != FINISHED or status.legacy:
+            return False
+        run_folder.check_options(
+            self.run_dir, self.options, ignore=self.session_options, defaults=self.option_defaults
+        )
+        return True
+
+    @staticmethod
+    def load(run_dir, files=()):
+        """`(model, config, contents)` of a run that has trained at least one
+        epoch (finished or not): `model.keras` loaded in safe mode,
+        `config.json`, and the JSON of each of the client's `files`, in order.
+
+        Raises:
+            UntrainedRunError: a file is missing (the message names them).
+            keras_attention.model_file.ModelFileError: `model.keras` cannot
+                be loaded (one line naming it).
+        """
+        run_dir = Path(run_dir)
+        paths = [run_dir / name for name in (MODEL_FILE, CONFIG_FILE, *files)]
+        missing = [str(path) for path in paths if not path.exists()]
+        if missing:
+            raise UntrainedRunError(
+                f"{run_dir} is not a finished run (missing {', '.join(missing)}); "
+                "train it first (at least one epoch)"
+            )
+        model = load_model(paths[0])
+        return model, run_folder.read_json(paths[1]), [run_folder.read_json(p) for p in paths[2:]]
 
     @property
     def initial_epoch(self):

@@ -1,0 +1,58 @@
+"""Argument types for command-line trainers: `type=` of `argparse`.
+
+Each reads one option's text and returns its value, or raises
+`argparse.ArgumentTypeError` saying what was expected; argparse then prints
+one line naming the option (`--batch-size: expected a positive integer, got
+0`) and exits with status 2.
+
+```python
+parser.add_argument("--batch-size", type=positive_int, default=128)
+```
+"""
+
+import argparse
+import math
+
+
+def positive_int(text):
+    """An integer of 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def non_negative_int(text):
+    """An integer of 0 or more (0 often meaning "the default" or "none")."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {text}")
+    return value
+
+
+def positive_float(text):
+    """A finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0.0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def unit_interval(text):
+    """A number in [0, 1): a dropout rate, a label smoothing."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text}")
+    return value
