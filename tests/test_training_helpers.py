@@ -1,7 +1,8 @@
 """The helpers a command-line trainer of one's own takes from the package:
 `keras_attention.cli_types`, `keras_attention.training.set_intra_op_threads`,
 `keras_attention.training.length_batches`,
-`keras_attention.generation.decode_batches` and `keras_attention.plots`.
+`keras_attention.generation.decode_batches`, `keras_attention.edit_distance`
+and `keras_attention.plots`.
 
 Fast: no model is trained. The tests that need TensorFlow are marked so.
 """
@@ -14,10 +15,10 @@ import numpy as np
 import pytest
 
 from keras_attention import cli_types
+from keras_attention.edit_distance import edit_distance
 from keras_attention.generation import decode_batches
 from keras_attention.training import length_bucketed_batches
 from keras_attention.training import length_bucketed_dataset
-from keras_attention.training import pad_rows
 from keras_attention.training import set_intra_op_threads
 
 # ------------------------------------------------------------ cli_types
@@ -171,11 +172,6 @@ def test_length_dataset_gives_the_batches_of_its_seed_every_epoch():
         assert_same_batches(batches, reference_batches(pairs, 8, reference_rng, 1, 2))
 
 
-def test_pad_rows_pads_with_zeros_to_the_widest_or_given_width():
-    np.testing.assert_array_equal(pad_rows([[1, 2], [3]]), [[1, 2], [3, 0]])
-    assert pad_rows([[1]], width=3).tolist() == [[1, 0, 0]]
-
-
 # ------------------------------------------------------ decode_batches
 
 
@@ -220,6 +216,25 @@ def test_decode_batches_returns_each_sources_tokens_in_the_order_given(beam_widt
 def test_decode_batches_refuses_a_batch_size_below_one():
     with pytest.raises(ValueError, match=r"argument `batch_size`.*batch_size=0"):
         decode_batches(RecordingGenerator(), [[1]], batch_size=0)
+
+
+# ------------------------------------------------------ edit distance
+
+
+@pytest.mark.parametrize(
+    "a, b, distance",
+    [
+        ("", "", 0),
+        ("ABC", "", 3),
+        ("", "AB", 2),
+        ("KITTEN", "SITTING", 3),
+        (("K", "AE", "T"), ("K", "AE", "T", "S"), 1),
+        (("R", "IY", "D"), ("R", "EH", "D"), 1),
+    ],
+)
+def test_edit_distance_counts_insertions_deletions_substitutions(a, b, distance):
+    assert edit_distance(a, b) == distance
+    assert edit_distance(b, a) == distance
 
 
 # ------------------------------------------------------------- plots

@@ -43,7 +43,6 @@ _WHERE = {
     "set_intra_op_threads": "threads",
     "length_bucketed_batches": "length_batches",
     "length_bucketed_dataset": "length_batches",
-    "pad_rows": "length_batches",
 }
 __all__ = sorted(_WHERE)
 

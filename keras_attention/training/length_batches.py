@@ -11,13 +11,9 @@ import math
 import numpy as np
 
 
-def pad_rows(rows, width=None):
-    """Rows of ids as one int32 array (len(rows), width), padded with 0.
-
-    Args:
-        rows: sequences of ints.
-        width: the array's width; None: the longest row's length.
-    """
+def _pad(rows, width=None):
+    """Rows of ids as one int32 array (len(rows), width), padded with 0 at the
+    end; `width` None: the longest row's length."""
     width = max(len(r) for r in rows) if width is None else width
     out = np.zeros((len(rows), width), "int32")
     for i, row in enumerate(rows):
@@ -52,9 +48,9 @@ def length_bucketed_batches(pairs, batch_size, rng, start_id, end_id, jitter=1.5
     batches = []
     for begin in range(0, len(order), batch_size):
         chunk = [pairs[i] for i in order[begin : begin + batch_size]]
-        source = pad_rows([s for s, _ in chunk])  # (B, S)
-        target = pad_rows([t + [end_id] for _, t in chunk])  # (B, T + 1)
-        decoder_input = pad_rows([[start_id] + t for _, t in chunk], target.shape[1])
+        source = _pad([s for s, _ in chunk])  # (B, S)
+        target = _pad([t + [end_id] for _, t in chunk])  # (B, T + 1)
+        decoder_input = _pad([[start_id] + t for _, t in chunk], target.shape[1])
         batches.append(((source, decoder_input), target))
     rng.shuffle(batches)
     return batches
