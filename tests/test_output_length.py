@@ -49,6 +49,20 @@ def test_source_lengths_count_up_to_the_last_real_position():
 
 
 @pytest.mark.parametrize("search", ("greedy", "beam"))
+def test_sources_of_no_positions_have_length_zero_and_an_empty_output(search):
+    # (2, 0): a batch of empty sources. A max over no positions failed on JAX
+    # and PyTorch ("max of an empty tensor") before any search began.
+    empty = np.zeros((2, 0), "int32")
+    np.testing.assert_array_equal(np.asarray(source_lengths(keras.ops.array(empty))), [0, 0])
+    generator = never_ending_generator()
+    run = generator.greedy if search == "greedy" else generator.beam
+    np.testing.assert_array_equal(np.asarray(run(empty)["lengths"]), [0, 0])
+    # A row of padding only, beside a real one, is empty too.
+    padded = np.array([[0, 0, 0], [3, 0, 0]], "int32")
+    np.testing.assert_array_equal(np.asarray(run(padded)["lengths"]), [0, 2 * 1 + 10])
+
+
+@pytest.mark.parametrize("search", ("greedy", "beam"))
 def test_each_source_of_a_padded_batch_gets_its_own_default_bound(search):
     generator = never_ending_generator()
     run = generator.greedy if search == "greedy" else generator.beam

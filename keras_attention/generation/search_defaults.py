@@ -76,7 +76,10 @@ def source_lengths(source):
     if len(source.shape) == 3:
         present = ops.any(present, axis=-1)  # (B, S)
     positions = ops.arange(1, ops.shape(source)[1] + 1, dtype="int32")  # (S,)
-    return ops.max(ops.where(present, positions[None, :], 0), axis=-1)  # (B,)
+    at = ops.where(present, positions[None, :], 0)  # (B, S)
+    # A column of zeros first: a source of no positions (S = 0) has length 0,
+    # where a max over nothing fails on JAX and PyTorch.
+    return ops.max(ops.pad(at, ((0, 0), (1, 0))), axis=-1)  # (B,)
 
 
 def check_max_length(max_length, cap=MAX_OUTPUT_LENGTH):
