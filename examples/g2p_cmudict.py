@@ -1,18 +1,9 @@
-"""Grapheme-to-phoneme on CMUdict: spelling in, ARPAbet phones out.
+"""Grapheme-to-phoneme on CMUdict: spelling in, ARPAbet phones out (docs/g2p.md).
 
-"KERAS" → `K EH R AH S`: the front end of every text-to-speech voice and the
-way a speech recogniser's lexicon learns a new word. This script builds a
-character-to-phone attention encoder-decoder from the package's public layers
-(a bidirectional LSTM encoder, `BahdanauDecoder` with location-sensitive
-attention by default), trains it with `model.fit` on the standard CMUdict 0.7b
-split (106,794 training words, 11,994 test words), scores it as the G2P
-literature does (WER: words whose phones match none of their references; PER:
-phone edit distance to the closest reference), and exports it to a SavedModel
-and builtin-only TFLite with the greedy and beam searches inside. It uses only
-the public API: the layers, `Seq2SeqGenerator.from_model` and
-`keras_attention.export`; it trains through `keras_attention.training`
-(atomic run files, a lock, a folder of the user's files refused, the options
-compared on resume, resume after a kill at any instant).
+A character-to-phone attention encoder-decoder built from the package's
+layers, trained through `keras_attention.training` on the standard CMUdict
+0.7b split, scored as the G2P literature does (WER, PER) and exported to a
+SavedModel and builtin-only TFLite with the greedy and beam searches inside.
 
     python examples/g2p_cmudict.py train --data-dir ../shared/data/cmudict --run-dir runs/g2p
     python examples/g2p_cmudict.py evaluate --run-dir runs/g2p --plot docs/img/g2p_by_length.png
@@ -22,13 +13,11 @@ compared on resume, resume after a kill at any instant).
     python examples/g2p_cmudict.py export --run-dir runs/g2p web_g2p --source-length 32
     node web/build.mjs web_g2p/tflite      # the browser page (npm ci first)
 
-Time on a 2-core CPU: `train` stops within its time budget (`--max-minutes`,
-60 by default; `--quick` trains a tiny model on 300 words in under a minute)
-and resumes where it stopped when run again after a kill. `evaluate` takes
-about 2 minutes on the 12k test words (greedy and beam width 4); `export` a
-minute. `train` prints Keras' progress bar and each epoch's time, `evaluate`
-a progress bar, then WER and PER (greedy and beam) and a table by word
-length; `pronounce` one line of space-separated phones per word.
+Time on a 2-core CPU: `train` stops within `--max-minutes` (60; `--quick`: a
+tiny model on 300 words in under a minute) and resumes after a kill;
+`evaluate` about 2 minutes (12k words, greedy and beam 4), printing WER, PER
+and a table by word length; `export` a minute; `pronounce` prints one line
+of phones per word.
 """
 
 import argparse
@@ -43,7 +32,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 from keras_attention import BahdanauAttention  # noqa: E402
 from keras_attention import BahdanauDecoder  # noqa: E402
@@ -53,18 +41,27 @@ from keras_attention import LuongAttention  # noqa: E402
 from keras_attention import LuongDecoder  # noqa: E402
 from keras_attention import Seq2SeqGenerator  # noqa: E402
 from keras_attention import SmoothedSparseCrossentropy  # noqa: E402
+from keras_attention.cli_types import non_negative_int  # noqa: E402
+from keras_attention.cli_types import positive_int  # noqa: E402
+from keras_attention.cli_types import unit_interval  # noqa: E402
+from keras_attention.edit_distance import edit_distance  # noqa: E402
 from keras_attention.generation import EnsembleGenerator  # noqa: E402
+from keras_attention.generation import decode_batches  # noqa: E402
 from keras_attention.generation.search_defaults import BEAM_WIDTH  # noqa: E402
 from keras_attention.generation.search_defaults import LENGTH_PENALTY  # noqa: E402
 from keras_attention.line_reader import LineReader  # noqa: E402
 from keras_attention.model_file import ModelFileError  # noqa: E402
-from keras_attention.model_file import load_model  # noqa: E402
+from keras_attention.plots import plot_alignments  # noqa: E402
+from keras_attention.plots import plot_lines  # noqa: E402
 from keras_attention.training import DiskFullError  # noqa: E402
+from keras_attention.training import RunFolderError  # noqa: E402
 from keras_attention.training import RunWriteError  # noqa: E402
 from keras_attention.training import TimeBudget  # noqa: E402
 from keras_attention.training import TrainingRun  # noqa: E402
-from keras_attention.training import add_run_arguments  # noqa: E402
+from keras_attention.training import add_training_arguments  # noqa: E402
+from keras_attention.training import length_bucketed_dataset  # noqa: E402
 from keras_attention.training import run_folder  # noqa: E402
+from keras_attention.training import set_intra_op_threads  # noqa: E402
 from keras_attention.training.atomic import write_json  # noqa: E402
 
 # The files of ../shared/data/cmudict and their sha256 (see the README there).
@@ -90,6 +87,27 @@ PAD, START, END = 0, 1, 2
 PHONE_SPECIALS = ["<pad>", "<s>", "</s>"]
 
 ATTENTIONS = ("bahdanau", "luong-general", "location-sensitive", "monotonic")
+# The flags of `train` that config.json records (with the split and
+# max_epochs): those of the model, which `build_model` takes, and the rest.
+MODEL_OPTIONS = (
+    "attention",
+    "embedding_dim",
+    "encoder_units",
+    "encoder_layers",
+    "units",
+    "dropout",
+    "seed",
+    "sigmoid_noise",
+    "score_bias_init",
+)
+TRAINING_OPTIONS = (
+    "label_smoothing",
+    "batch_size",
+    "learning_rate",
+    "max_minutes",
+    "steps_per_epoch",
+    "quick",
+)
 # Word-length buckets of the table and the plot, in letters (inclusive).
 LENGTH_BUCKETS = ((1, 4), (5, 6), (7, 8), (9, 10), (11, 12), (13, 22))
 
@@ -208,14 +226,6 @@ class Vocabulary:
         return phones
 
 
-def pad_rows(rows, width=None):
-    width = max(len(r) for r in rows) if width is None else width
-    out = np.zeros((len(rows), width), "int32")
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = row
-    return out
-
-
 def training_pairs(lexicon, vocab):
     """Every (word, pronunciation) as (grapheme ids, phone ids): one per line."""
     pairs = []
@@ -226,39 +236,10 @@ def training_pairs(lexicon, vocab):
     return pairs
 
 
-def make_batches(pairs, batch_size, rng):
-    """Batches of pairs of similar length (little padding), in random order.
-
-    Returns a list of `((source, decoder_input), target)` int32 arrays of shape
-    (B, S), (B, T + 1), (B, T + 1): the decoder reads START + phones and
-    predicts phones + END.
-    """
-    noise = rng.uniform(0, 1.5, len(pairs))  # shuffles words of equal length
-    order = np.argsort([len(s) + n for (s, _), n in zip(pairs, noise, strict=True)], kind="stable")
-    batches = []
-    for begin in range(0, len(order), batch_size):
-        chunk = [pairs[i] for i in order[begin : begin + batch_size]]
-        source = pad_rows([s for s, _ in chunk])  # (B, S)
-        target = pad_rows([t + [END] for _, t in chunk])  # (B, T + 1)
-        decoder_input = pad_rows([[START] + t for _, t in chunk], target.shape[1])
-        batches.append(((source, decoder_input), target))
-    rng.shuffle(batches)
-    return batches
-
-
 def as_dataset(pairs, batch_size, seed):
-    """A `tf.data.Dataset` that rebatches and reshuffles the pairs every epoch."""
-    rng = np.random.default_rng(seed)
-    num_batches = math.ceil(len(pairs) / batch_size)
-
-    def generate():
-        yield from make_batches(pairs, batch_size, rng)
-
-    spec = tf.TensorSpec((None, None), tf.int32)
-    dataset = tf.data.Dataset.from_generator(generate, output_signature=((spec, spec), spec))
-    # A known length gives the progress bar its total.
-    dataset = dataset.apply(tf.data.experimental.assert_cardinality(num_batches))
-    return dataset.prefetch(2)
+    """The training batches, reshuffled every epoch: `((graphemes, START +
+    phones), phones + END)` of similar lengths (`length_bucketed_dataset`)."""
+    return length_bucketed_dataset(pairs, batch_size, seed, START, END)
 
 
 # ------------------------------------------------------------------- model
@@ -358,17 +339,6 @@ def make_generator(model, monotonic_mode="hard"):
 # ------------------------------------------------------------------ scoring
 
 
-def edit_distance(a, b):
-    """Levenshtein distance between two sequences (insert, delete, substitute 1)."""
-    previous = list(range(len(b) + 1))
-    for i, x in enumerate(a, start=1):
-        current = [i]
-        for j, y in enumerate(b, start=1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
-        previous = current
-    return previous[-1]
-
-
 def word_scores(predicted, references):
     """(correct, errors, reference length) of one word.
 
@@ -419,51 +389,15 @@ def scores_by_length(predictions, lexicon, buckets=LENGTH_BUCKETS):
 # --------------------------------------------------------------- decoding
 
 
-def pronounce_words(generator, vocab, words, beam_width=None, batch_size=256, progress=False):
+def pronounce_words(generator, vocab, words, beam_width=None, progress=False):
     """{WORD: [phones]} for upper-case words, greedy (beam_width None) or beam."""
-    words = sorted(set(words), key=lambda w: (len(w), w))  # batches of equal length
-    bar = keras.utils.Progbar(len(words)) if progress else None
-    out = {}
-    for begin in range(0, len(words), batch_size):
-        chunk = words[begin : begin + batch_size]
-        source = pad_rows([vocab.encode_word(w) for w in chunk])  # (B, S)
-        if beam_width is None:
-            tokens = generator.greedy(source)["tokens"]
-        else:
-            tokens = generator.beam(source, beam_width=beam_width)["tokens"]
-        for word, row in zip(chunk, np.asarray(tokens), strict=True):
-            out[word] = vocab.decode_phones(row)
-        if bar is not None:
-            bar.add(len(chunk))
-    return out
+    words = list(words)
+    sources = [vocab.encode_word(w) for w in words]
+    rows = decode_batches(generator, sources, beam_width=beam_width, progress=progress)
+    return {w: vocab.decode_phones(row) for w, row in zip(words, rows, strict=True)}
 
 
 # ---------------------------------------------------------------- training
-
-
-def set_intra_op_threads(threads):
-    """Sets TensorFlow's threads per operation (0 leaves TensorFlow's default).
-
-    With one thread per operation, TensorFlow runs independent operations side
-    by side instead (the bi-LSTM's two directions, the gradients of different
-    layers) rather than splitting each small matrix product over the cores: on
-    a 2-core CPU a training step of today's recipe takes 0.8 times as long.
-    It must be set before TensorFlow runs anything; if it has already started
-    (another model built in the same process), a note says so and training
-    goes on with the threads it has.
-    """
-    threading = tf.config.threading
-    if not threads or threading.get_intra_op_parallelism_threads() == threads:
-        return
-    try:
-        threading.set_intra_op_parallelism_threads(threads)
-    except RuntimeError:
-        print(
-            f"Note: --intra-op-threads {threads} not applied: TensorFlow has already "
-            f"started in this process with {threading.get_intra_op_parallelism_threads()} "
-            "(0: its default)",
-            file=sys.stderr,
-        )
 
 
 def train(args):
@@ -475,26 +409,8 @@ def train(args):
     if args.quick:
         words = sorted(lexicon)[:: max(1, len(lexicon) // 300)][:300]
         lexicon = {w: lexicon[w] for w in words}
-    config = {
-        "split": args.split,
-        "train_file": train_name,
-        "attention": args.attention,
-        "embedding_dim": args.embedding_dim,
-        "encoder_units": args.encoder_units,
-        "encoder_layers": args.encoder_layers,
-        "units": args.units,
-        "dropout": args.dropout,
-        "label_smoothing": args.label_smoothing,
-        "batch_size": args.batch_size,
-        "learning_rate": args.learning_rate,
-        "max_minutes": args.max_minutes,
-        "max_epochs": args.epochs,
-        "steps_per_epoch": args.steps_per_epoch,
-        "seed": args.seed,
-        "sigmoid_noise": args.sigmoid_noise,
-        "score_bias_init": args.score_bias_init,
-        "quick": args.quick,
-    }
+    config = {"split": args.split, "train_file": train_name, "max_epochs": args.epochs}
+    config.update({name: getattr(args, name) for name in MODEL_OPTIONS + TRAINING_OPTIONS})
     run = TrainingRun(
         args.run_dir,
         config,
@@ -504,12 +420,7 @@ def train(args):
         mixed_precision=args.mixed_precision,
         distribution=args.distribution,
     )
-    status = run_folder.run_status(args.run_dir)  # a folder not ours: refused
-    if status.state == run_folder.FINISHED and not args.overwrite:
-        # The recipe is checked first: a finished run of another one is no answer.
-        run_folder.check_options(
-            args.run_dir, run.options, ignore=run.session_options, defaults=run.option_defaults
-        )
+    if run.finished():  # of this recipe: another one is refused, naming the options
         print(f"{args.run_dir} has finished training; nothing to do")
         return load_run(args.run_dir)[0]
     with run:
@@ -533,19 +444,8 @@ def _train_in(run, args, lexicon, vocab, train_name):
     )
 
     def compiled_model():
-        model = build_model(
-            len(vocab.graphemes),
-            len(vocab.phones),
-            attention=args.attention,
-            embedding_dim=args.embedding_dim,
-            encoder_units=args.encoder_units,
-            encoder_layers=args.encoder_layers,
-            units=args.units,
-            dropout=args.dropout,
-            seed=args.seed,
-            sigmoid_noise=args.sigmoid_noise,
-            score_bias_init=args.score_bias_init,
-        )
+        options = {name: getattr(args, name) for name in MODEL_OPTIONS}
+        model = build_model(len(vocab.graphemes), len(vocab.phones), **options)
         model.compile(
             optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=5.0),
             # Mean over the real phones (padding, id 0, ignored), label-smoothed.
@@ -600,23 +500,12 @@ OLDER_RECIPE = {"sigmoid_noise": 1.0, "score_bias_init": -1.0, "label_smoothing"
 
 
 def load_run(run_dir):
-    """(model, vocabulary, config) of a trained run folder."""
-    paths = [os.path.join(run_dir, n) for n in ("model.keras", "vocab.json", "config.json")]
-    missing = [p for p in paths if not os.path.exists(p)]
-    if missing:
-        raise SystemExit(
-            f"{run_dir} is not a finished run (missing {', '.join(missing)}); "
-            "train it first (at least one epoch)"
-        )
+    """(model, vocabulary, config) of a trained run folder; one line if it is not one."""
     try:
-        model = load_model(paths[0])
-    except ModelFileError as error:  # a Lambda layer, an unknown class: one line
+        model, config, (vocab,) = TrainingRun.load(run_dir, files=("vocab.json",))
+    except (RunFolderError, ModelFileError) as error:
         raise SystemExit(str(error)) from None
-    with open(paths[1]) as f:
-        vocab = Vocabulary.from_json(json.load(f))
-    with open(paths[2]) as f:
-        config = json.load(f)
-    return model, vocab, config
+    return model, Vocabulary.from_json(vocab), config
 
 
 def format_scores(name, result):
@@ -646,53 +535,16 @@ def length_table(by_decoding):
     return "\n".join(lines)
 
 
-def save_length_plot(path, by_decoding, title):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    for name, rows in by_decoding.items():
-        labels = [f"{lo}-{hi}" for (lo, hi), s in rows if s is not None]
-        wer = [s["wer"] for _, s in rows if s is not None]
-        ax.plot(labels, wer, marker="o", label=f"{name} WER")
-    ax.set_xlabel("word length (letters)")
-    ax.set_ylabel("word error rate (%)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    if os.path.dirname(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def save_alignment_plot(path, generator, vocab, words, title):
     """Greedy attention weights of a few words, one panel each."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(words), figsize=(3.2 * len(words), 3.4))
-    for ax, word in zip(np.atleast_1d(axes), words, strict=True):
-        source = np.array([vocab.encode_word(word.upper())], "int32")
-        out = generator.greedy(source)
+    panels = []
+    for word in (w.upper() for w in words):
+        out = generator.greedy(np.array([vocab.encode_word(word)], "int32"))
         n = int(np.asarray(out["lengths"])[0])
         phones = vocab.decode_phones(np.asarray(out["tokens"])[0, :n]) + ["</s>"]
         weights = np.asarray(out["attention"])[0, : len(phones)]  # (T, S)
-        ax.imshow(weights, cmap="Greys", vmin=0, vmax=1, aspect="auto")
-        ax.set_xticks(range(len(word)), list(word.upper()))
-        ax.set_yticks(range(len(phones)), phones, fontsize=8)
-        ax.set_title(word.upper(), fontsize=9)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    if os.path.dirname(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+        panels.append((weights, list(word), phones, word))
+    plot_alignments(path, panels, title)
 
 
 # ---------------------------------------------------------------- commands
@@ -747,7 +599,15 @@ def evaluate(args):
     print()
     print(length_table(by_length))
     if args.plot:
-        save_length_plot(args.plot, by_length, f"CMUdict {split}: WER by word length")
+        series = {
+            f"{name} WER": (
+                [f"{lo}-{hi}" for (lo, hi), s in rows if s],
+                [s["wer"] for _, s in rows if s],
+            )
+            for name, rows in by_length.items()
+        }
+        title = f"CMUdict {split}: WER by word length"
+        plot_lines(args.plot, series, "word length (letters)", "word error rate (%)", title)
         print(f"Saved the plot to {args.plot}")
     if args.alignments:
         words = [w.strip() for w in args.alignments.split(",") if w.strip()]
@@ -870,27 +730,6 @@ def export_run(args):
 # --------------------------------------------------------------------- main
 
 
-def positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
-
-
-def positive_float(text):
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
-
-
-def unit_interval(text):
-    value = float(text)
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text}")
-    return value
-
-
 def parse_args(argv):
     formatter = argparse.ArgumentDefaultsHelpFormatter
     parser = argparse.ArgumentParser(
@@ -901,109 +740,46 @@ def parse_args(argv):
 
     p = commands.add_parser("train", help="train or resume a run", formatter_class=formatter)
     p.add_argument("--data-dir", default=default_data, help="the CMUdict split's folder")
-    p.add_argument("--run-dir", required=True, help="where the model and its files go")
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace a finished run (only a run of this package: any other folder is refused)",
-    )
     p.add_argument(
         "--split",
         choices=sorted(SPLITS),
         default="test",
-        help="test: train on cmudict-0.7b.train (the final model); dev: train on "
-        "train-dev-20-21 (tuning, evaluated on train-dev-1-21)",
+        help="test: train on cmudict-0.7b.train; dev: on train-dev-20-21 (tuning)",
     )
     p.add_argument("--attention", choices=ATTENTIONS, default="location-sensitive")
-    p.add_argument(
-        "--sigmoid-noise",
-        type=float,
-        default=1.0,
-        help="monotonic: std of the pre-sigmoid noise while training (Raffel et al. 2017)",
-    )
-    p.add_argument(
-        "--score-bias-init",
-        type=float,
-        default=-1.0,
-        help="monotonic: first value of the energy offset r",
-    )
+    p.add_argument("--sigmoid-noise", type=float, default=1.0, help="monotonic: noise std")
+    p.add_argument("--score-bias-init", type=float, default=-1.0, help="monotonic: first r")
     p.add_argument("--embedding-dim", type=positive_int, default=64)
     p.add_argument("--encoder-units", type=positive_int, default=256, help="per direction")
     p.add_argument("--encoder-layers", type=positive_int, default=2)
     p.add_argument("--units", type=positive_int, default=256, help="decoder state size")
     p.add_argument("--dropout", type=float, default=0.2)
-    p.add_argument(
-        "--label-smoothing",
-        type=unit_interval,
-        default=0.1,
-        help="ε of the smoothed targets, (1 − ε)·one_hot + ε/V; 0: none",
+    p.add_argument("--label-smoothing", type=unit_interval, default=0.1, help="ε; 0: none")
+    p.add_argument("--quick", action="store_true", help="a tiny run: 300 words, 12 epochs")
+    add_training_arguments(
+        p,
+        batch_size=128,
+        learning_rate=3e-3,
+        epochs=100,
+        max_minutes=60.0,
+        batch_size_note="--batch-size stays the global batch, split across them",
+        intra_op_threads=1,
     )
-    p.add_argument("--batch-size", type=positive_int, default=128)
-    p.add_argument("--learning-rate", type=positive_float, default=3e-3, help="peak rate")
-    p.add_argument(
-        "--max-minutes",
-        type=positive_float,
-        default=60.0,
-        help="training time budget; the rate decays over it (cosine) and training "
-        "stops before an epoch would pass it",
-    )
-    p.add_argument(
-        "--epochs",
-        type=positive_int,
-        default=100,
-        help="at most this many; when they end before the time budget, the rate "
-        "decays over them instead (a fixed number of steps, whatever the machine's load)",
-    )
-    p.add_argument(
-        "--steps-per-epoch",
-        type=positive_int,
-        help="batches per epoch (default: one pass over the data); the budget and "
-        "the checkpoints act at epoch ends",
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--intra-op-threads",
-        type=int,
-        default=1,
-        help="TensorFlow's threads per operation; 1 runs independent operations side by "
-        "side (faster for this small model on a few cores); 0: TensorFlow's default",
-    )
-    p.add_argument("--verbose", type=int, default=1, help="Keras' fit verbosity (2: a line)")
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help="a tiny run for tests: 300 words, small layers, 12 epochs",
-    )
-    add_run_arguments(p, "--batch-size stays the global batch, split across them")
 
     p = commands.add_parser(
         "evaluate", help="WER and PER, greedy and beam", formatter_class=formatter
     )
     p.add_argument("--run-dir", required=True)
     p.add_argument("--data-dir", default=default_data)
-    p.add_argument(
-        "--split",
-        choices=sorted(SPLITS),
-        help="test (cmudict-0.7b.test) or dev (train-dev-1-21); default: the run's",
-    )
-    p.add_argument("--beam-width", type=int, default=BEAM_WIDTH, help="0: greedy only")
+    p.add_argument("--split", choices=sorted(SPLITS), help="default: the run's")
+    p.add_argument("--beam-width", type=non_negative_int, default=BEAM_WIDTH, help="0: greedy")
     p.add_argument("--limit", type=positive_int, help="the first N words only")
     p.add_argument("--plot", help="save WER by word length to this PNG")
     p.add_argument("--alignments", help="comma-separated words whose attention to plot")
     p.add_argument("--alignment-plot", default="g2p_alignments.png")
     p.add_argument("--monotonic-mode", choices=("hard", "soft"), default="hard")
-    p.add_argument(
-        "--ensemble",
-        nargs="+",
-        metavar="RUN",
-        help="more runs of the same vocabulary and split that decode with RUN as one "
-        "(the mean of their probabilities at each step)",
-    )
-    p.add_argument(
-        "--json",
-        help="write the scores here (default: RUN/eval_SPLIT.json, "
-        "RUN/eval_SPLIT_ensembleN.json for an ensemble of N runs)",
-    )
+    p.add_argument("--ensemble", nargs="+", metavar="RUN", help="more runs decoding as one")
+    p.add_argument("--json", help="the scores' file (default: RUN/eval_SPLIT[_ensembleN].json)")
     p.add_argument("--verbose", type=int, default=1, help="0: no progress bar")
 
     p = commands.add_parser(
@@ -1032,26 +808,17 @@ def parse_args(argv):
     )
     p.add_argument("--beam-width", type=positive_int, default=BEAM_WIDTH)
     p.add_argument("--monotonic-mode", choices=("hard", "soft"), default="hard")
-    p.add_argument(
-        "--source-length",
-        type=positive_int,
-        help="a static input length (letters) for runtimes that refuse a dynamic one, "
-        "such as LiteRT.js in the browser page (web/build.mjs); words are padded to it",
-    )
+    p.add_argument("--source-length", type=positive_int, help="a static input length (browser)")
 
     args = parser.parse_args(argv)
     if args.command == "train" and args.quick:
         args.embedding_dim, args.encoder_units, args.units = 16, 32, 32
         args.encoder_layers, args.epochs, args.batch_size = 1, 12, 32
         args.learning_rate = 5e-3
-    if args.command == "train" and args.intra_op_threads < 0:
-        parser.error(f"--intra-op-threads: expected 0 or more, got {args.intra_op_threads}")
     if args.command == "export":
         bad = sorted(set(args.variants) - {"float32", "float16", "int8"})
         if bad:
             parser.error(f"--variants: unknown {', '.join(bad)}; choose float32, float16, int8")
-    if args.command == "evaluate" and args.beam_width < 0:
-        parser.error(f"--beam-width: expected 0 or more, got {args.beam_width}")
     return args
 
 

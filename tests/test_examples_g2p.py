@@ -6,10 +6,9 @@ import io
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 from _scripts import ROOT
@@ -111,22 +110,6 @@ def test_the_standard_split_has_the_sizes_of_its_readme(g2p):
 # ----------------------------------------------------------------- scoring
 
 
-@pytest.mark.parametrize(
-    "a, b, distance",
-    [
-        ("", "", 0),
-        ("ABC", "", 3),
-        ("", "AB", 2),
-        ("KITTEN", "SITTING", 3),
-        (("K", "AE", "T"), ("K", "AE", "T", "S"), 1),
-        (("R", "IY", "D"), ("R", "EH", "D"), 1),
-    ],
-)
-def test_edit_distance_counts_insertions_deletions_substitutions(g2p, a, b, distance):
-    assert g2p.edit_distance(a, b) == distance
-    assert g2p.edit_distance(b, a) == distance
-
-
 def test_wer_and_per_use_the_closest_of_several_references(g2p):
     lexicon = {
         "READ": [("R", "IY", "D"), ("R", "EH", "D")],
@@ -160,7 +143,7 @@ def test_scores_by_length_split_the_words_by_letters(g2p):
 def test_batches_pair_start_phones_with_phones_end(g2p):
     vocab = g2p.Vocabulary(["<pad>", "A", "B"], g2p.PHONE_SPECIALS + ["AH", "B"])
     pairs = [([1], [3]), ([1, 2], [3, 4]), ([2, 2, 1], [4, 4, 3]), ([2], [4])]
-    batches = g2p.make_batches(pairs, 2, np.random.default_rng(0))
+    batches = [((s.numpy(), d.numpy()), t.numpy()) for (s, d), t in g2p.as_dataset(pairs, 2, 0)]
     assert sum(len(b[1]) for b in batches) == 4
     for (source, decoder_input), target in batches:
         for row in range(len(source)):
@@ -177,39 +160,6 @@ def cosine(peak, floor, fraction):
     """The schedule written out: cos(pi * f) from 1 to -1 as f goes 0 to 1
     (`keras_attention.training.TimeBudget`, tests/test_time_budget.py)."""
     return floor + (peak - floor) * (1 + np.cos(np.pi * fraction)) / 2
-
-
-def test_intra_op_threads_are_set_in_a_fresh_process(tmp_path):
-    # A fresh interpreter, as `train` runs from the command line: the setting
-    # takes effect before TensorFlow starts, and 0 leaves TensorFlow's default.
-    script = tmp_path / "threads.py"
-    script.write_text(
-        "import sys\n"
-        "sys.path.insert(0, sys.argv[1])\n"
-        "import g2p_cmudict as g, tensorflow as tf\n"
-        "g.set_intra_op_threads(0)\n"
-        "print(tf.config.threading.get_intra_op_parallelism_threads())\n"
-        "g.set_intra_op_threads(1)\n"
-        "tf.constant(1.0) + 1.0\n"
-        "print(tf.config.threading.get_intra_op_parallelism_threads())\n"
-    )
-    out = subprocess.run(
-        [sys.executable, str(script), str(ROOT / "examples")],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert out.stdout.split() == ["0", "1"]
-
-
-def test_intra_op_threads_after_tensorflow_started_is_a_note(g2p, capsys):
-    import tensorflow as tf
-
-    tf.constant(1.0) + 1.0  # TensorFlow has started in this process
-    current = tf.config.threading.get_intra_op_parallelism_threads()
-    g2p.set_intra_op_threads(current + 3)
-    assert tf.config.threading.get_intra_op_parallelism_threads() == current
-    assert f"--intra-op-threads {current + 3} not applied" in capsys.readouterr().err
 
 
 def test_negative_intra_op_threads_is_refused(g2p, capsys):
@@ -462,7 +412,8 @@ def _word_batch(g2p, run_dir, count=12):
     _, vocab, _ = g2p.load_run(str(run_dir))
     test = g2p.read_split(str(DATA), "cmudict-0.7b.test")
     words = list(test)[::997][:count]
-    return g2p.pad_rows([vocab.encode_word(w) for w in words])  # (B, S), padded with 0
+    sources = [vocab.encode_word(w) for w in words]
+    return keras.utils.pad_sequences(sources, padding="post")  # (B, S), padded with 0
 
 
 def test_an_ensemble_of_one_model_twice_decodes_as_that_model(g2p, run_dir):
