@@ -19,6 +19,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -31,7 +32,8 @@ def sharpness(g2p, run, words, batch_size=128):
     largest, total = [], []
     for begin in range(0, len(words), batch_size):
         chunk = words[begin : begin + batch_size]
-        source = g2p.pad_rows([vocab.encode_word(w) for w in chunk])  # (B, S)
+        sources = [vocab.encode_word(w) for w in chunk]
+        source = keras.utils.pad_sequences(sources, padding="post")  # (B, S), 0-padded
         out = generator.greedy(source)
         attention = np.asarray(out["attention"])  # (B, L, S)
         lengths = np.asarray(out["lengths"])

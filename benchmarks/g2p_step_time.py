@@ -42,14 +42,15 @@ SETTINGS = {
 def measure(data_dir, threads, jit, batches, passes):
     """Runs in a fresh process: ms per step (wall and CPU) of the recipe model."""
     g2p = _report.load_g2p_example()
-    g2p.set_intra_op_threads(threads)
+    g2p.training.set_intra_op_threads(threads)
     import keras
     import numpy as np
 
     lexicon = g2p.read_split(data_dir, "cmudict-0.7b.train")
     vocab = g2p.Vocabulary.from_lexicon(lexicon)
     pairs = g2p.training_pairs(lexicon, vocab)
-    chosen = g2p.make_batches(pairs, 128, np.random.default_rng(0))[:batches]
+    rng = np.random.default_rng(0)
+    chosen = g2p.training.length_bucketed_batches(pairs, 128, rng, g2p.START, g2p.END)[:batches]
     keras.utils.set_random_seed(0)
     model = g2p.build_model(len(vocab.graphemes), len(vocab.phones))
     model.compile(

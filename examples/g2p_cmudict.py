@@ -41,6 +41,8 @@ from keras_attention import LuongAttention  # noqa: E402
 from keras_attention import LuongDecoder  # noqa: E402
 from keras_attention import Seq2SeqGenerator  # noqa: E402
 from keras_attention import SmoothedSparseCrossentropy  # noqa: E402
+from keras_attention import plots  # noqa: E402
+from keras_attention import training  # noqa: E402
 from keras_attention.cli_types import non_negative_int  # noqa: E402
 from keras_attention.cli_types import positive_int  # noqa: E402
 from keras_attention.cli_types import unit_interval  # noqa: E402
@@ -51,18 +53,6 @@ from keras_attention.generation.search_defaults import BEAM_WIDTH  # noqa: E402
 from keras_attention.generation.search_defaults import LENGTH_PENALTY  # noqa: E402
 from keras_attention.line_reader import LineReader  # noqa: E402
 from keras_attention.model_file import ModelFileError  # noqa: E402
-from keras_attention.plots import plot_alignments  # noqa: E402
-from keras_attention.plots import plot_lines  # noqa: E402
-from keras_attention.training import DiskFullError  # noqa: E402
-from keras_attention.training import RunFolderError  # noqa: E402
-from keras_attention.training import RunWriteError  # noqa: E402
-from keras_attention.training import TimeBudget  # noqa: E402
-from keras_attention.training import TrainingRun  # noqa: E402
-from keras_attention.training import add_training_arguments  # noqa: E402
-from keras_attention.training import length_bucketed_dataset  # noqa: E402
-from keras_attention.training import run_folder  # noqa: E402
-from keras_attention.training import set_intra_op_threads  # noqa: E402
-from keras_attention.training.atomic import write_json  # noqa: E402
 
 # The files of ../shared/data/cmudict and their sha256 (see the README there).
 SHA256 = {
@@ -238,8 +228,8 @@ def training_pairs(lexicon, vocab):
 
 def as_dataset(pairs, batch_size, seed):
     """The training batches, reshuffled every epoch: `((graphemes, START +
-    phones), phones + END)` of similar lengths (`length_bucketed_dataset`)."""
-    return length_bucketed_dataset(pairs, batch_size, seed, START, END)
+    phones), phones + END)` of similar lengths (`training.length_bucketed_dataset`)."""
+    return training.length_bucketed_dataset(pairs, batch_size, seed, START, END)
 
 
 # ------------------------------------------------------------------- model
@@ -402,7 +392,7 @@ def pronounce_words(generator, vocab, words, beam_width=None, progress=False):
 
 def train(args):
     """Trains (or resumes) a run in `args.run_dir`; returns the trained model."""
-    set_intra_op_threads(args.intra_op_threads)
+    training.set_intra_op_threads(args.intra_op_threads)
     train_name, _ = SPLITS[args.split]
     lexicon = read_split(args.data_dir, train_name)
     full_vocab = Vocabulary.from_lexicon(lexicon)  # every grapheme and phone
@@ -411,7 +401,7 @@ def train(args):
         lexicon = {w: lexicon[w] for w in words}
     config = {"split": args.split, "train_file": train_name, "max_epochs": args.epochs}
     config.update({name: getattr(args, name) for name in MODEL_OPTIONS + TRAINING_OPTIONS})
-    run = TrainingRun(
+    run = training.TrainingRun(
         args.run_dir,
         config,
         files=RUN_FILES,
@@ -423,18 +413,13 @@ def train(args):
     if run.finished():  # of this recipe: another one is refused, naming the options
         print(f"{args.run_dir} has finished training; nothing to do")
         return load_run(args.run_dir)[0]
-    with run:
-        vocab_path = os.path.join(args.run_dir, "vocab.json")
-        if os.path.exists(vocab_path):  # resuming: the run keeps its vocabulary
-            vocab = Vocabulary.from_json(run_folder.read_json(vocab_path))
-        else:
-            vocab = full_vocab
-            write_json(vocab_path, vocab.to_json())
+    with run:  # a resumed run keeps its vocabulary
+        vocab = Vocabulary.from_json(run.client_json("vocab.json", full_vocab.to_json()))
         return _train_in(run, args, lexicon, vocab, train_name)
 
 
 def _train_in(run, args, lexicon, vocab, train_name):
-    """The training of `train`, in its entered `TrainingRun`."""
+    """The training of `train`, in its entered `training.TrainingRun`."""
     keras.utils.set_random_seed(args.seed)
     pairs = training_pairs(lexicon, vocab)
     print(
@@ -455,7 +440,7 @@ def _train_in(run, args, lexicon, vocab, train_name):
         return model
 
     steps_per_epoch = args.steps_per_epoch or math.ceil(len(pairs) / args.batch_size)
-    budget = TimeBudget(
+    budget = training.TimeBudget(
         args.max_minutes * 60,
         args.learning_rate,
         args.learning_rate / 30,
@@ -502,8 +487,8 @@ OLDER_RECIPE = {"sigmoid_noise": 1.0, "score_bias_init": -1.0, "label_smoothing"
 def load_run(run_dir):
     """(model, vocabulary, config) of a trained run folder; one line if it is not one."""
     try:
-        model, config, (vocab,) = TrainingRun.load(run_dir, files=("vocab.json",))
-    except (RunFolderError, ModelFileError) as error:
+        model, config, (vocab,) = training.TrainingRun.load(run_dir, files=("vocab.json",))
+    except (training.RunFolderError, ModelFileError) as error:
         raise SystemExit(str(error)) from None
     return model, Vocabulary.from_json(vocab), config
 
@@ -544,7 +529,7 @@ def save_alignment_plot(path, generator, vocab, words, title):
         phones = vocab.decode_phones(np.asarray(out["tokens"])[0, :n]) + ["</s>"]
         weights = np.asarray(out["attention"])[0, : len(phones)]  # (T, S)
         panels.append((weights, list(word), phones, word))
-    plot_alignments(path, panels, title)
+    plots.plot_alignments(path, panels, title)
 
 
 # ---------------------------------------------------------------- commands
@@ -607,7 +592,7 @@ def evaluate(args):
             for name, rows in by_length.items()
         }
         title = f"CMUdict {split}: WER by word length"
-        plot_lines(args.plot, series, "word length (letters)", "word error rate (%)", title)
+        plots.plot_lines(args.plot, series, "word length (letters)", "word error rate (%)", title)
         print(f"Saved the plot to {args.plot}")
     if args.alignments:
         words = [w.strip() for w in args.alignments.split(",") if w.strip()]
@@ -756,7 +741,7 @@ def parse_args(argv):
     p.add_argument("--dropout", type=float, default=0.2)
     p.add_argument("--label-smoothing", type=unit_interval, default=0.1, help="ε; 0: none")
     p.add_argument("--quick", action="store_true", help="a tiny run: 300 words, 12 epochs")
-    add_training_arguments(
+    training.add_training_arguments(
         p,
         batch_size=128,
         learning_rate=3e-3,
@@ -832,7 +817,7 @@ def main(argv=None):
         if args.command == "pronounce":
             return pronounce(args)
         return export_run(args)
-    except (FileNotFoundError, ValueError, RunWriteError, DiskFullError) as error:
+    except (FileNotFoundError, ValueError, training.RunWriteError, training.DiskFullError) as error:
         if args.command == "train" or args.command == "evaluate":
             raise SystemExit(f"{args.command}: {error}") from None
         raise

@@ -367,14 +367,14 @@ def test_no_machine_paths_or_private_modules(g2p):
 def test_training_resumes_after_a_kill_from_the_last_epoch(g2p, tmp_path, monkeypatch):
     run = tmp_path / "run"
     argv = ["train", "--quick", "--data-dir", str(DATA), "--run-dir", str(run), "--verbose", "0"]
-    original = g2p.TimeBudget.on_epoch_end
+    original = g2p.training.TimeBudget.on_epoch_end
 
     def killed_after_epoch_4(self, epoch, logs=None):
         original(self, epoch, logs)
         if epoch + 1 == 4:
             raise KeyboardInterrupt  # as a kill would, after the epoch's backup
 
-    monkeypatch.setattr(g2p.TimeBudget, "on_epoch_end", killed_after_epoch_4)
+    monkeypatch.setattr(g2p.training.TimeBudget, "on_epoch_end", killed_after_epoch_4)
     with pytest.raises(KeyboardInterrupt):
         g2p.main(argv)
     monkeypatch.undo()

@@ -152,6 +152,19 @@ def test_load_of_an_untrained_folder_names_the_missing_files(tmp_path):
         TrainingRun.load(tmp_path, files=("vocab.json",))
 
 
+def test_client_json_is_written_once_and_read_back_on_resume(tmp_path):
+    run_dir = tmp_path / "run"
+    with TrainingRun(run_dir, OPTIONS, files=("vocab.json",)) as run:
+        assert run.client_json("vocab.json", {"ids": [1, 2]}) == {"ids": [1, 2]}
+        with pytest.raises(ValueError, match=r"`files` \('vocab.json',\). Received: name='x.json'"):
+            run.client_json("x.json", {})
+    assert json.loads((run_dir / "vocab.json").read_text()) == {"ids": [1, 2]}
+    with TrainingRun(run_dir, OPTIONS, files=("vocab.json",)) as run:
+        assert run.client_json("vocab.json", {"ids": [3]}) == {"ids": [1, 2]}
+    with pytest.raises(RuntimeError, match="not entered"):
+        run.client_json("vocab.json", {})
+
+
 def test_training_arguments_take_the_trainers_defaults_and_refuse_bad_values(capsys):
     parser = argparse.ArgumentParser(prog="trainer")
     add_training_arguments(

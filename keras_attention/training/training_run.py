@@ -398,6 +398,28 @@ class TrainingRun:
         self._check_entered("write_config")
         write_json(self.run_dir / CONFIG_FILE, dict(self.options, **extra))
 
+    def client_json(self, name, value):
+        """The JSON object of the client's file `name`, one of `files`: `value`
+        written whole in a run that does not hold the file yet, else what the
+        file holds (a resumed run keeps it: a vocabulary keeps its ids).
+        Inside the run only.
+
+        Raises:
+            ValueError: `name` is not one of `files` (starting the run over
+                would not remove it).
+        """
+        self._check_entered("client_json")
+        if name not in self.files:
+            raise ValueError(
+                f"Invalid value for argument `name`. Expected one of the run's `files` "
+                f"{self.files}. Received: name={name!r}"
+            )
+        path = self.run_dir / name
+        if path.exists():
+            return run_folder.read_json(path)
+        write_json(path, value)
+        return value
+
     def _check_entered(self, method):
         if self._lock is None:
             raise RuntimeError(
