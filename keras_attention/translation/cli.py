@@ -29,6 +29,9 @@ import logging
 
 import keras
 
+from keras_attention.cli_types import positive_float as _positive_float
+from keras_attention.cli_types import positive_int as _positive_int
+from keras_attention.cli_types import unit_interval as _unit_interval
 from keras_attention.distribution import DistributionError
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
@@ -52,33 +55,6 @@ COMMANDS = ("train", "status", "evaluate", "translate", "explain", "average", "e
 # and "Function `greedy` contains input name(s) ... with unsupported
 # characters" (the search loop's captured tensors, renamed in the file).
 LIBRARY_LOGGERS = ("tensorflow", "absl")
-
-
-def _unit_interval(text):
-    value = float(text)
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text}")
-    return value
-
-
-def _positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0.0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
-
-
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
 
 
 def _beam_width(text):
