@@ -7,7 +7,8 @@ def edit_distance(a, b):
     time, O(len(b)) memory.
 
     Args:
-        a, b: sequences of comparable items (phones, characters, words).
+        a: a sequence of comparable items (phones, characters, words).
+        b: a sequence of items comparable with `a`'s.
     """
     previous = list(range(len(b) + 1))
     for i, x in enumerate(a, start=1):

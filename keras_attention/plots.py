@@ -79,7 +79,8 @@ def plot_lines(path, series, xlabel, ylabel, title=None, dpi=120):
     Args:
         path: the PNG file (its folder is created).
         series: `{label: (x_labels, values)}`, drawn in order with markers.
-        xlabel, ylabel: the axes' names.
+        xlabel: the horizontal axis' name.
+        ylabel: the vertical axis' name.
         title: the figure's title, or None.
         dpi: the PNG's resolution.
     """

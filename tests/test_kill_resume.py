@@ -105,7 +105,7 @@ def _run_until(command, env, kill_when, run_dir, log, timeout=300):
 
 def _check_whole(run_dir):
     """What any kill must leave: whole files, an unfinished run, ≤ 1 epoch lost."""
-    status = runs.run_status(run_dir)  # raises on a damaged marker or backup
+    status = runs.translator_run_status(run_dir)  # raises on a damaged marker or backup
     assert status.state != runs.FINISHED
     state = runs.read_state(run_dir)  # its weights file opens
     if (run_dir / runs.CONFIG_FILE).exists():
@@ -151,7 +151,7 @@ def test_run_killed_inside_every_write_resumes_to_a_whole_run(tmp_path):
     log = tmp_path / "last.log"
     code = _run_until(command, env, lambda d: (d / runs.FINISHED_FILE).exists(), run_dir, log)
     assert code in (0, -signal.SIGKILL), log.read_text()[-3000:]
-    assert runs.run_status(run_dir).state == runs.FINISHED
+    assert runs.translator_run_status(run_dir).state == runs.FINISHED
     assert not list(run_dir.rglob(f"{runs.TEMP_PREFIX}*"))
 
     assert _history_epochs(run_dir) == list(range(EPOCHS))

@@ -170,7 +170,7 @@ def test_an_empty_folder_or_a_run_of_ours_is_accepted(tmp_path, run_copy):
     # What the commands add to a run (evaluate, explain, an export) is ours.
     for name in runs.COMMAND_OUTPUTS:
         (run_copy / name).mkdir()
-    assert runs.run_status(run_copy).state == runs.FINISHED
+    assert runs.translator_run_status(run_copy).state == runs.FINISHED
     # --overwrite replaces a finished run of ours.
     assert training.check_run_dir(run_copy, overwrite=True).state == runs.FINISHED
 
@@ -198,7 +198,7 @@ def test_average_refuses_an_existing_run_unless_overwrite(finished_run, run_copy
     assert target_model.read_bytes() != before[runs.MODEL_FILE]
     # The replaced run's own epochs are gone with it, not averaged later.
     assert averaging.saved_epochs(run_copy) == []
-    assert runs.run_status(run_copy).state == runs.FINISHED
+    assert runs.translator_run_status(run_copy).state == runs.FINISHED
 
 
 def test_average_never_writes_into_a_folder_that_is_not_a_run(finished_run, tmp_path):
@@ -668,7 +668,7 @@ def test_an_export_inside_the_run_keeps_it_a_run(run_copy):
     # `export RUN RUN/myexport`: a folder the run never wrote, in a run of ours.
     (run_copy / "myexport" / "saved_model").mkdir(parents=True)
     (run_copy / "myexport" / "export.json").write_text("{}")
-    assert runs.run_status(run_copy).state == runs.FINISHED
+    assert runs.translator_run_status(run_copy).state == runs.FINISHED
     assert cli.main(["status", "--run-dir", str(run_copy)]).state == runs.FINISHED
     # Starting it over removes what the run wrote, not the export.
     assert training.prepare_run_dir(run_copy, overwrite=True) is None

@@ -19,17 +19,6 @@ PACKAGE = "keras_attention"
 # Every runnable module (`python -m ...`) has its own command line under the
 # names `argparse` scripts use.
 COMMAND_LINE_NAMES = {"main", "parse_args"}
-# Names defined in two modules that are outside the export's skeleton, left
-# for their modules' own change; a name not listed here fails the test.
-KNOWN_TWICE = {
-    # training.run_folder: a resumed run's options against its config.json;
-    # translation.training: the translator's train options among themselves.
-    "check_options",
-    # translation.runs wraps training.run_folder's for older translator runs.
-    "run_status",
-}
-
-
 def _modules():
     """{dotted module name: path} of every module of the package."""
     modules = {}
@@ -104,7 +93,7 @@ def _defined_twice(modules):
 
 def test_each_public_function_or_class_is_defined_in_one_module():
     twice = _defined_twice(_modules())
-    assert {name: found for name, found in twice.items() if name not in KNOWN_TWICE} == {}
+    assert twice == {}
 
 
 def test_no_module_imports_another_modules_private_names():

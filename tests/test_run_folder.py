@@ -149,11 +149,11 @@ def test_model_written_atomically_loads_and_replaces_the_old_one(tmp_path):
 def test_a_partial_run_is_never_reported_as_finished(run_copy):
     from keras_attention.translation import runs
 
-    assert runs.run_status(run_copy).state == runs.FINISHED
+    assert runs.translator_run_status(run_copy).state == runs.FINISHED
     (run_copy / "finished.json").unlink()
     # A run of this version (the mark): without the finished marker, not
     # finished, even with every other file whole and the backup deleted by hand.
-    status = runs.run_status(run_copy)
+    status = runs.translator_run_status(run_copy)
     assert status.state == runs.UNFINISHED and status.epoch == 0
 
 
@@ -163,7 +163,7 @@ def test_a_finished_run_of_an_older_version_is_read_only(run_copy, tmp_path):
     # Older versions wrote neither the mark nor the finished marker.
     (run_copy / runs.MARK_FILE).unlink()
     (run_copy / "finished.json").unlink()
-    status = runs.run_status(run_copy)
+    status = runs.translator_run_status(run_copy)
     assert status.state == runs.FINISHED and status.legacy
     load_run(run_copy)  # it loads (read only)
     before = {p: p.read_bytes() for p in run_copy.rglob("*") if p.is_file()}
@@ -176,7 +176,7 @@ def test_a_finished_run_of_an_older_version_is_read_only(run_copy, tmp_path):
     assert {p: p.read_bytes() for p in run_copy.rglob("*") if p.is_file()} == before
     (run_copy / "model.keras").write_bytes(b"")  # killed while writing its checkpoint
     with pytest.raises(runs.NotARunError, match="not a run folder"):
-        runs.run_status(run_copy)
+        runs.translator_run_status(run_copy)
 
 
 def test_damaged_backup_state_is_reported_as_corrupt_naming_the_file(run_copy):
@@ -186,7 +186,7 @@ def test_damaged_backup_state_is_reported_as_corrupt_naming_the_file(run_copy):
     (run_copy / "backup").mkdir()
     (run_copy / "backup" / "state.json").write_text('{"epoch": 2, "weig')
     with pytest.raises(ValueError, match=r"backup/state\.json is corrupt"):
-        runs.run_status(run_copy)
+        runs.translator_run_status(run_copy)
 
 
 def test_train_refuses_a_damaged_backup_unless_overwrite_starts_over(run_copy, tmp_path):

@@ -395,7 +395,7 @@ def test_example_runs_top_to_bottom_into_a_run_folder_and_an_export(data_dir, tm
     for scores in results.values():
         assert 0.0 <= scores["bleu"] <= 100.0
         assert scores["bleu_signature"].startswith("nrefs:1")
-    assert run_folders.run_status(out).state == run_folders.FINISHED
+    assert run_folders.translator_run_status(out).state == run_folders.FINISHED
     translator, config = load_run(out)
     assert config["attention"] == "bahdanau" and translator.has_attention
     assert translator.generator.decoder.conditional

@@ -84,7 +84,10 @@ def add_training_arguments(
 
     Args:
         parser: an `argparse.ArgumentParser` (or a subcommand's parser).
-        batch_size, learning_rate, epochs, max_minutes: the defaults.
+        batch_size: the default of `--batch-size`.
+        learning_rate: the default of `--learning-rate`.
+        epochs: the default of `--epochs`.
+        max_minutes: the default of `--max-minutes`.
         batch_size_note: as `add_run_arguments` takes it.
         intra_op_threads: the default of `--intra-op-threads` (0: TensorFlow's).
     """

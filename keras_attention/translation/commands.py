@@ -427,7 +427,7 @@ def status(run_dir):
     path that is a file, stops with a message naming it.
     """
     try:
-        found = runs.run_status(run_dir)
+        found = runs.translator_run_status(run_dir)
     except runs.CorruptRunError as error:
         raise SystemExit(f"corrupt: {error}") from None
     except (NotADirectoryError, runs.NotARunError) as error:

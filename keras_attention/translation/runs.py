@@ -52,7 +52,6 @@ from keras_attention.training.run_folder import RunInUseError  # noqa: F401
 from keras_attention.training.run_folder import RunOptionsError  # noqa: F401
 from keras_attention.training.run_folder import RunStatus  # noqa: F401
 from keras_attention.training.run_folder import check_model_file
-from keras_attention.training.run_folder import check_options  # noqa: F401
 from keras_attention.training.run_folder import finish
 from keras_attention.training.run_folder import folder
 from keras_attention.training.run_folder import read_json
@@ -103,7 +102,7 @@ def translator_run(run_dir, config, overwrite=False, ignore=(), setup=None, **op
     )
 
 
-def run_status(run_dir):
+def translator_run_status(run_dir):
     """`keras_attention.training.run_status` of a translator's run folder: a
     finished run of a version before the mark is `FINISHED`, with `legacy`."""
     return run_folder.run_status(run_dir, legacy=older_finished_run)
@@ -179,7 +178,7 @@ def export_state(run_dir):
     Read only: the lock is looked up (`flock_holder`), never taken, so that
     a trainer starting meanwhile is not refused.
     """
-    status = run_status(run_dir)
+    status = translator_run_status(run_dir)
     lock = Path(run_dir) / LOCK_FILE
     holder = None
     if lock.is_file():
@@ -251,7 +250,7 @@ def check_writable(run_dir, overwrite=False):
         NotADirectoryError: `run_dir` is a file.
     """
     try:
-        status = run_status(run_dir)
+        status = translator_run_status(run_dir)
     except CorruptRunError as error:
         if not overwrite:
             raise CorruptRunError(f"{error} Pass `overwrite=True` to replace it.") from None

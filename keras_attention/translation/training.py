@@ -174,7 +174,7 @@ def train_run(
 
     Nothing in the folder is changed when one of these is raised.
     """
-    check_options(preset, attention, max_minutes, strategy, overrides)
+    check_train_options(preset, attention, max_minutes, strategy, overrides)
     if distribution is not None and strategy != "one-device":
         raise ValueError(
             f"Invalid value for argument `strategy`: a tf.distribute strategy cannot be "
@@ -219,7 +219,7 @@ def _run_config(preset_name, overrides, **options):
     return config
 
 
-def check_options(preset, attention, max_minutes, strategy, overrides):
+def check_train_options(preset, attention, max_minutes, strategy, overrides):
     """Raises `ValueError` for an option of `train_run` that is invalid or
     contradicts another one."""
     if preset not in PRESETS:
