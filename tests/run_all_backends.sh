@@ -49,6 +49,10 @@ EVERY_BACKEND=(
     tests/test_training_run.py
     tests/test_contract_checker.py
     tests/test_output_length.py
+    # Trainer helpers and the time budget; several generators as one.
+    tests/test_training_helpers.py
+    tests/test_time_budget.py
+    tests/test_ensemble.py
 )
 
 JAX_SKIPS=(
@@ -59,6 +63,7 @@ JAX_SKIPS=(
     # Not yet run on JAX: it passes on TensorFlow and PyTorch.
     tests/test_training_run.py
     tests/test_contract_checker.py
+    tests/test_ensemble.py
 )
 # ...of which JAX still runs these: the float64 references of the alignment
 # layers, their monotonic laws and saving; any cell against the fused path
@@ -96,6 +101,8 @@ JAX_SELECTED=(
     "tests/test_contract_checker.py::test_a_broken_promise_is_named_with_its_method[zero weight at masked keys]"
     "tests/test_contract_checker.py::test_a_broken_promise_is_named_with_its_method[no random draw inside a step]"
     tests/test_contract_checker.py::test_the_tflite_promise_is_skipped_with_its_reason_off_tensorflow
+    # The ensemble (169 s on JAX, the module): its mean, greedy.
+    tests/test_ensemble.py::test_greedy_takes_the_best_mean_probability_at_every_step
 )
 
 # About 150 s: nine training processes, each killed inside a write; about
