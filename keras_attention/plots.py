@@ -31,7 +31,9 @@ def _save(fig, plt, path, dpi):
     plt.close(fig)
 
 
-def plot_alignments(path, panels, title=None, cmap="Greys", dpi=110):
+def plot_alignments(
+    path, panels, title=None, cmap="Greys", dpi=110, xlabel=None, ylabel=None, cell_inches=None
+):
     """Attention weights, one heatmap per panel side by side, saved as a PNG.
 
     Args:
@@ -43,6 +45,13 @@ def plot_alignments(path, panels, title=None, cmap="Greys", dpi=110):
         title: the figure's title, or None.
         cmap: a matplotlib colormap (0 light, 1 dark with "Greys").
         dpi: the PNG's resolution.
+        xlabel: the name of each panel's columns (e.g. "source subwords"), or None.
+        ylabel: the name of each panel's rows, or None.
+        cell_inches: None for panels of a fixed size (3.2 by 3.4 inches), or
+            the size of one weight's cell: a panel of `T_out` by `T_src`
+            weights is then `1.2 + cell_inches · T_src` inches wide and
+            `1.2 + cell_inches · T_out` tall, for a long sentence's labels.
+            Source labels longer than two characters are written upright.
 
     Raises:
         ValueError: a panel's weights are not 2-D or do not match its labels.
@@ -58,13 +67,23 @@ def plot_alignments(path, panels, title=None, cmap="Greys", dpi=110):
                 f"{len(source_labels)}) from its labels"
             )
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.4))
+    if cell_inches is None:
+        width, height = 3.2 * len(panels), 3.4
+    else:
+        width = sum(1.2 + cell_inches * len(p[1]) for p in panels)
+        height = max(1.2 + cell_inches * len(p[2]) for p in panels)
+    fig, axes = plt.subplots(1, len(panels), figsize=(width, height))
     for ax, (weights, source_labels, output_labels, panel_title) in zip(
         np.atleast_1d(axes), panels, strict=True
     ):
         ax.imshow(np.asarray(weights), cmap=cmap, vmin=0, vmax=1, aspect="auto")
-        ax.set_xticks(range(len(source_labels)), list(source_labels))
+        upright = max((len(str(label)) for label in source_labels), default=0) > 2
+        ax.set_xticks(range(len(source_labels)), list(source_labels), rotation=90 if upright else 0)
         ax.set_yticks(range(len(output_labels)), list(output_labels), fontsize=8)
+        if xlabel:
+            ax.set_xlabel(xlabel)
+        if ylabel:
+            ax.set_ylabel(ylabel)
         if panel_title:
             ax.set_title(panel_title, fontsize=9)
     if title:

@@ -19,6 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_attention import plots
 from keras_attention.decoders.overridden_decoder import overridden_decoder
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
@@ -149,12 +150,17 @@ def _heatmap(translator, decoded, data, i, path):
         raise ValueError(f"--heatmaps {i}: the split has {len(decoded['text'])} sentences")
     source = translator.source_tokenizer.lookup(tf.constant([decoded["source_tokens"][i]]))
     target = translator.target_tokenizer.lookup(tf.constant([decoded["tokens"][i] or [0]]))
-    evaluation.plot_attention(
-        decoded["attention"][i],
-        [t.decode() for t in source.numpy()[0]],
-        [t.decode() for t in target.numpy()[0]][: len(decoded["tokens"][i])],
-        path,
-        title=data.en[i],
+    source_labels = [t.decode() for t in source.numpy()[0]]
+    output_labels = [t.decode() for t in target.numpy()[0]][: len(decoded["tokens"][i])]
+    weights = np.asarray(decoded["attention"][i])[: len(output_labels), : len(source_labels)]
+    plots.plot_alignments(
+        str(path),
+        [(weights, source_labels, output_labels, data.en[i])],
+        cmap="viridis",
+        dpi=120,
+        xlabel="source subwords",
+        ylabel="output subwords",
+        cell_inches=0.35,
     )
 
 

@@ -16,6 +16,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from keras_attention import plots
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import BeamSettings
@@ -316,44 +317,16 @@ def attention_statistics(attention):
 
 
 def plot_bleu_by_length(curves, path, title="BLEU by source length"):
-    """One line per model: `curves` maps a name to `bleu_by_length` rows."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for name, rows in curves.items():
-        labels = [f"{lo}-{hi}" for lo, hi, _, _ in rows]
-        ax.plot(labels, [b for _, _, _, b in rows], marker="o", label=name)
-    ax.set_xlabel("source length (English words)")
-    ax.set_ylabel("BLEU (lowercased, tokenized)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def plot_attention(weights, source_tokens, target_tokens, path, title=None):
-    """A heatmap of one sentence's attention: rows output tokens, columns source."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    weights = np.asarray(weights)
-    fig, ax = plt.subplots(
-        figsize=(1.2 + 0.35 * len(source_tokens), 1.2 + 0.35 * len(target_tokens))
+    """One line per model (`keras_attention.plots.plot_lines`): `curves` maps a
+    name to `bleu_by_length` rows."""
+    series = {
+        name: ([f"{lo}-{hi}" for lo, hi, _, _ in rows], [b for _, _, _, b in rows])
+        for name, rows in curves.items()
+    }
+    plots.plot_lines(
+        str(path),
+        series,
+        "source length (English words)",
+        "BLEU (lowercased, tokenized)",
+        title=title,
     )
-    ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-    ax.set_xticks(range(len(source_tokens)), source_tokens, rotation=90)
-    ax.set_yticks(range(len(target_tokens)), target_tokens)
-    ax.set_xlabel("source subwords")
-    ax.set_ylabel("output subwords")
-    if title:
-        ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
