@@ -8,16 +8,34 @@ Imported from here (every Keras backend: TensorFlow, JAX, PyTorch):
   `LocationSensitiveAttention`, `BahdanauMonotonicAttention`,
   `LuongMonotonicAttention`, `GMMAttention`), `OverriddenAttention` (replaced
   weights), `MaskedSoftmax` and `masked_softmax`, `monotonic_alignment`;
+  their modules are in `keras_attention.attention`;
 - the decoders that run an attention layer inside their recurrence, over the
   built-in GRU or LSTM or any Keras RNN cell: `BaseDecoder`,
-  `BahdanauDecoder`, `LuongDecoder`;
+  `BahdanauDecoder`, `LuongDecoder` (modules in `keras_attention.decoders`);
 - `Seq2SeqGenerator` (greedy and beam search with a trained encoder-decoder)
-  and the loss `SmoothedSparseCrossentropy`.
+  and the loss `SmoothedSparseCrossentropy` (`keras_attention.losses`).
 
-Subpackages, imported on their own: `keras_attention.generation` (reading a
-model's graph, the searches), `keras_attention.export` (SavedModel and
-builtin-only TFLite; needs TensorFlow), `keras_attention.translation` (the
-English-French Multi30k translator; needs TensorFlow and tensorflow-text).
+Subpackages and modules, imported on their own:
+
+- `keras_attention.testing`: `check_attention`, which runs a mechanism of
+  one's own through every promise of the contract;
+- `keras_attention.generation` (reading a model's graph, the searches,
+  ensembles), `keras_attention.export` (SavedModel and builtin-only TFLite;
+  needs TensorFlow), `keras_attention.translation` (the English-French
+  Multi30k translator; needs TensorFlow and tensorflow-text);
+- `keras_attention.training`: crash-safe training of any model in a run
+  folder, with `keras_attention.precision` (mixed precision) and
+  `keras_attention.distribution` (several devices, JAX);
+- helpers for a trainer or a layer of one's own: `keras_attention.masking`
+  (fill values, masked softmax, shape checks), `keras_attention.loops` (a
+  scan over time), `keras_attention.cli_types` (argparse types),
+  `keras_attention.edit_distance` and `keras_attention.error_rates` (error
+  rates such as WER, PER, CER), `keras_attention.plots`,
+  `keras_attention.model_file` (a `.keras` file or one line saying why not),
+  `keras_attention.line_reader` (the lines of a stream as they come) and
+  `keras_attention.validation` (argument checks);
+- `keras_attention.keras_backend_check`, imported first: a `KERAS_BACKEND`
+  that is not installed is one line, not a traceback.
 """
 
 # First: it checks KERAS_BACKEND before Keras reads it (one line, not a traceback).

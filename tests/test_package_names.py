@@ -1,5 +1,6 @@
 """The names of `keras_attention`: each public function or class is defined in
-one module, and no module imports another module's private names.
+one module, no module imports another module's private names, and the
+package's docstring names each of its subpackages and modules.
 
 A public name defined twice (`export_tflite` in `keras_attention.export` and
 in `keras_attention.translation`, before they became one skeleton) makes a
@@ -19,6 +20,8 @@ PACKAGE = "keras_attention"
 # Every runnable module (`python -m ...`) has its own command line under the
 # names `argparse` scripts use.
 COMMAND_LINE_NAMES = {"main", "parse_args"}
+
+
 def _modules():
     """{dotted module name: path} of every module of the package."""
     modules = {}
@@ -116,3 +119,17 @@ def test_the_private_import_finder_finds_both_forms(tmp_path):
         "keras_attention.export.operators._hidden",
         "keras_attention.export.operators._other",
     ]
+
+
+def _top_level_names():
+    """The subpackages and modules directly under `keras_attention/`."""
+    names = {path.stem for path in FOLDER.glob("*.py") if path.stem != "__init__"}
+    names |= {path.parent.name for path in FOLDER.glob("*/__init__.py")}
+    return names
+
+
+def test_the_package_docstring_names_every_subpackage_and_module():
+    docstring = keras_attention.__doc__
+    missing = sorted(name for name in _top_level_names() if f"`{PACKAGE}.{name}`" not in docstring)
+    assert {"testing", "training", "translation", "masking"} <= _top_level_names()
+    assert missing == []
