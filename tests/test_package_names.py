@@ -1,11 +1,13 @@
 """The names of `keras_attention`: each public function or class is defined in
-one module, no module imports another module's private names, and the
-package's docstring names each of its subpackages and modules.
+one module, no module imports another module's private names, and no module
+reads a private attribute of Keras (or of any other library).
 
 A public name defined twice (`export_tflite` in `keras_attention.export` and
 in `keras_attention.translation`, before they became one skeleton) makes a
 reader guess which one an import gives; a private name imported across modules
-is an interface nobody documents or checks. Read from the source with `ast`
+is an interface nobody documents or checks; a private attribute of Keras
+(`_call_has_training_arg`, read from a cell before the decoders were composed)
+can change or go in any release. Read from the source with `ast`
 (no import), so function-level imports count too.
 """
 
@@ -133,3 +135,84 @@ def test_the_package_docstring_names_every_subpackage_and_module():
     missing = sorted(name for name in _top_level_names() if f"`{PACKAGE}.{name}`" not in docstring)
     assert {"testing", "training", "translation", "masking"} <= _top_level_names()
     assert missing == []
+
+
+# What gives a name to an attribute: a definition, an assignment, an argument.
+_NAMING = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.arg, ast.keyword, ast.alias)
+
+
+def _names_defined(tree):
+    """Every name `tree` defines, assigns or takes as an argument."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, _NAMING):
+            names.add(getattr(node, "name", None) or getattr(node, "arg", None))
+            names.add(getattr(node, "asname", None))
+        elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+    return names - {None}
+
+
+def _foreign_private_reads(path, package_names):
+    """`line: name` of each private attribute that `path` reads (`x._name`,
+    `getattr(x, "_name")`) and the package never defines, and of each import
+    of `keras.src`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    known = package_names | _names_defined(tree)
+    found = []
+    for node in ast.walk(tree):
+        name = None
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            name = node.attr
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr", "setattr")
+            and len(node.args) > 1
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            name = node.args[1].value
+        if name is not None and _private(name) and name not in known:
+            found.append(f"{node.lineno}: {name}")
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            modules += [alias.name for alias in node.names]
+            if any(m == "keras.src" or m.startswith("keras.src.") for m in modules):
+                found.append(f"{node.lineno}: keras.src")
+    return found
+
+
+def _package_names(modules):
+    names = set()
+    for path in modules.values():
+        names |= _names_defined(ast.parse(path.read_text(encoding="utf-8")))
+    return names
+
+
+def test_no_module_reads_a_private_attribute_of_another_library():
+    modules = _modules()
+    names = _package_names(modules)
+    found = {module: _foreign_private_reads(path, names) for module, path in modules.items()}
+    assert {module: reads for module, reads in found.items() if reads} == {}
+
+
+def test_the_foreign_private_finder_finds_each_form(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(
+        "import keras.src.ops\n"
+        "from keras.src import backend\n"
+        "self._own = 1\n"
+        "def run(cell, layer):\n"
+        "    layer._own, cell.built\n"
+        "    if getattr(cell, '_call_has_training_arg', False):\n"
+        "        return layer._tracker\n"
+    )
+    assert _foreign_private_reads(path, set()) == [
+        "1: keras.src",
+        "2: keras.src",
+        "6: _call_has_training_arg",
+        "7: _tracker",
+    ]
