@@ -43,6 +43,15 @@ def test_every_shipped_mechanism_keeps_every_promise(name):
     assert all(report[p] == "passed" for p in PROMISES[:-1]), report
 
 
+@pytest.mark.tensorflow
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_every_shipped_mechanism_exports_to_builtin_tflite_and_runs_in_luong_decoder(name):
+    # The promises the test above leaves out: the TFLite export (TensorFlow
+    # only) and the other decoder.
+    report = check_attention(SHIPPED[name], tflite=True, decoders=("luong",))
+    assert report == dict.fromkeys(PROMISES, "passed")
+
+
 # One mechanism per promise, each breaking it and nothing before it in PROMISES.
 
 
