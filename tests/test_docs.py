@@ -143,5 +143,11 @@ def test_site_builds_with_mkdocs_strict(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     api = (site / "api" / "index.html").read_text(encoding="utf-8")
-    for name in ("BahdanauAttention", "LuongDecoder", "beam_search", "SubwordTokenizer"):
+    for name in (
+        "BahdanauAttention",
+        "LuongDecoder",
+        "beam_search",
+        "SubwordTokenizer",
+        "check_attention",
+    ):
         assert name in api
