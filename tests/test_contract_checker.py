@@ -11,6 +11,7 @@ from keras_attention import GMMAttention
 from keras_attention import LocationSensitiveAttention
 from keras_attention import LuongAttention
 from keras_attention import LuongMonotonicAttention
+from keras_attention import OverriddenAttention
 from keras_attention import masked_softmax
 from keras_attention.testing import PROMISES
 from keras_attention.testing import AttentionContractError
@@ -32,6 +33,9 @@ SHIPPED = {
     "bahdanau_monotonic_recursive": lambda: BahdanauMonotonicAttention(4, mode="recursive"),
     "luong_monotonic_hard": lambda: LuongMonotonicAttention(mode="hard", scale=True),
     "gmm": lambda: GMMAttention(2),
+    # An ablation, not a mechanism; "permute" is random outside training by
+    # design, so only "uniform" keeps the contract's deterministic inference.
+    "overridden_uniform": lambda: OverriddenAttention(BahdanauAttention(4), "uniform"),
 }
 
 

@@ -194,6 +194,25 @@ def test_mixed_float16_weights_sum_to_one(mode, dtype_policy):
     assert np.all(weights[2] == 0.0) and np.all(np.isfinite(np.asarray(context, "float32")))
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_outputs_are_in_its_own_compute_dtype_over_a_float32_layer(mode):
+    rng = np.random.default_rng(10)
+    inputs = make_inputs("bahdanau", rng, batch=3, t_v=T_V)
+    inner = build(make_layer("bahdanau"), inputs)  # float32
+    layer = OverriddenAttention(inner, mode, dtype="mixed_float16")
+    mask = value_mask()
+    context, weights = layer(**inputs, value_mask=mask, return_attention_scores=True)
+    step = layer.attend_step(
+        inputs["query"][:, 0],
+        inputs["value"],
+        layer.precompute_keys(inputs["key"]),
+        {},
+        value_mask=mask,
+    )
+    dtypes = [keras.backend.standardize_dtype(t.dtype) for t in (context, weights, *step[:2])]
+    assert dtypes == ["float16"] * 4
+
+
 # ------------------------------------------------------------------- saving
 
 

@@ -147,6 +147,9 @@ class OverriddenAttention(ContentAttention):
         _, weights = self.attention._attend(
             **{**arguments, "dropout_mask": draws.get("dropout")}
         )  # (B, [T_q,] T_v)
+        # The wrapped layer computes in its own dtype; this layer returns its
+        # own compute dtype, as the contract says, when the two differ.
+        weights = ops.cast(weights, self.compute_dtype)
         value_mask, query_mask = arguments["value_mask"], arguments["query_mask"]
         if value_mask is None:
             keep = ops.ones_like(weights, dtype="bool")
