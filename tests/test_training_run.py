@@ -30,6 +30,7 @@ from keras_attention.training import RunOptionsError
 from keras_attention.training import TrainingRun
 from keras_attention.training import UntrainedRunError
 from keras_attention.training import add_training_arguments
+from keras_attention.training import averaging
 from keras_attention.training import cosine_to_budget
 from keras_attention.training import run_folder
 from keras_attention.training import run_status
@@ -290,6 +291,65 @@ def test_the_setup_hook_is_entered_while_the_model_is_built(tmp_path):
 
     run.fit(build, x, y, validation_data=(x, y), epochs=1, verbose=0)
     assert events == ["enter", "build", "exit"]
+
+
+def _weights(model):
+    return [keras.ops.convert_to_numpy(w).astype("float64") for w in model.weights]
+
+
+def test_keep_epochs_saves_every_epoch_and_averaging_gives_their_mean(tmp_path):
+    run_dir = tmp_path / "run"
+    x, y = _data()
+    trained = TrainingRun(run_dir, OPTIONS).fit(
+        _build(),
+        x,
+        y,
+        epochs=EPOCHS,
+        batch_size=16,
+        shuffle=False,
+        keep_epochs=True,
+        monitor=None,
+        verbose=0,
+    )
+    assert averaging.saved_epochs(run_dir) == [1, 2, 3]
+    paths = [averaging.epoch_weight_path(run_dir, e) for e in averaging.last_epochs(run_dir, 2)]
+    assert [p.name for p in paths] == ["epoch_002.weights.h5", "epoch_003.weights.h5"]
+    each = []
+    for path in paths:  # each file alone, in a model of its own
+        model = _build()()
+        model.load_weights(path)
+        each.append(_weights(model))
+    # The last file holds the weights training ended with; the epochs differ.
+    for saved, final in zip(each[1], _weights(trained), strict=True):
+        np.testing.assert_array_equal(saved, final)
+    assert any(np.abs(a - b).max() > 1e-4 for a, b in zip(*each, strict=True))
+    averaged = averaging.average_weights(_build()(), paths)
+    for got, a, b in zip(_weights(averaged), *each, strict=True):
+        np.testing.assert_allclose(got, (a + b) / 2, rtol=1e-6, atol=1e-7)
+
+
+def test_a_spent_time_budget_stops_after_one_epoch_at_the_lowest_rate(tmp_path):
+    run_dir = tmp_path / "run"
+    x, y = _data()
+    TrainingRun(run_dir, OPTIONS).fit(
+        _build(),
+        x,
+        y,
+        epochs=EPOCHS,
+        batch_size=16,
+        shuffle=False,
+        learning_rate=1e-2,
+        max_minutes=1e-9,
+        monitor=None,
+        verbose=0,
+    )
+    # A budget spent before the first epoch begins: the cosine's floor (5 %
+    # of the peak), and the run ends after that epoch, finished.
+    rows = _history(run_dir)
+    assert [int(r["epoch"]) for r in rows] == [0]
+    np.testing.assert_allclose(float(rows[0]["learning_rate"]), 1e-2 * 0.05, rtol=1e-6)
+    assert run_status(run_dir).state == run_folder.FINISHED
+    assert json.loads((run_dir / "finished.json").read_text())["epochs"] == 1
 
 
 def test_mixed_precision_builds_the_model_in_the_policy_and_restores_the_global_one(tmp_path):
