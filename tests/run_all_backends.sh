@@ -113,7 +113,8 @@ JAX_SELECTED=(
 # about 130 s: the translator example's commands; about 55 s: the
 # translation page in Chromium; 190 s on a busy machine: the main job's output (train,
 # evaluate, export in their own processes); 210 s on a busy machine: a tiny translator
-# trained in mixed_bfloat16 and exported. (Alone on a 2-core machine the first run took
+# trained in mixed_bfloat16 and exported; 40 s the G2P quick run so, 155 s its runs on
+# 1 and 3 JAX host devices. (Alone on a 2-core machine the first run took
 # 23 minutes with the last two, the other core's runs 20 minutes without.)
 SECOND_CORE_TENSORFLOW=(
     tests/test_kill_resume.py
