@@ -60,8 +60,6 @@ JAX_SKIPS=(
     tests/test_alignment_attention.py
     tests/test_decoder_cells.py
     tests/test_custom_attention.py
-    # Not yet run on JAX: it passes on TensorFlow and PyTorch.
-    tests/test_training_run.py
     tests/test_contract_checker.py
     tests/test_ensemble.py
 )
