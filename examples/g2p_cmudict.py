@@ -46,7 +46,9 @@ from keras_attention import training  # noqa: E402
 from keras_attention.cli_types import non_negative_int  # noqa: E402
 from keras_attention.cli_types import positive_int  # noqa: E402
 from keras_attention.cli_types import unit_interval  # noqa: E402
-from keras_attention.edit_distance import edit_distance  # noqa: E402
+from keras_attention.error_rates import ErrorRates  # noqa: E402
+from keras_attention.error_rates import error_rate_table  # noqa: E402
+from keras_attention.error_rates import error_rates_by_length  # noqa: E402
 from keras_attention.generation import EnsembleGenerator  # noqa: E402
 from keras_attention.generation import decode_batches  # noqa: E402
 from keras_attention.generation.search_defaults import BEAM_WIDTH  # noqa: E402
@@ -329,51 +331,15 @@ def make_generator(model, monotonic_mode="hard"):
 # ------------------------------------------------------------------ scoring
 
 
-def word_scores(predicted, references):
-    """(correct, errors, reference length) of one word.
-
-    correct: the prediction equals one of the references. errors: the edit
-    distance to the closest reference, whose length is returned (the first
-    listed among equally close ones).
-    """
-    predicted = tuple(predicted)
-    distances = [(edit_distance(predicted, tuple(ref)), len(ref)) for ref in references]
-    errors, length = min(distances, key=lambda d: d[0])
-    return int(any(predicted == tuple(ref) for ref in references)), errors, length
+# WER and PER as published: a word is wrong when its phones match none of its
+# pronunciations; PER sums the edit distances to the closest one.
+SCORE_NAMES = ("word", "phone", "wer", "per")
 
 
 def score(predictions, lexicon):
-    """WER and PER (%) as published, and the counts behind them.
-
-    predictions: {word: phones}; lexicon: {word: [reference phones, ...]}.
-    WER: share of words whose prediction matches none of their references.
-    PER: the sum over words of the edit distance to the closest reference,
-    over the sum of those references' lengths.
-    """
-    words = correct = errors = length = 0
-    for word, references in lexicon.items():
-        c, e, n = word_scores(predictions[word], references)
-        words += 1
-        correct += c
-        errors += e
-        length += n
-    return {
-        "wer": 100.0 * (words - correct) / words,
-        "per": 100.0 * errors / length,
-        "words": words,
-        "wrong_words": words - correct,
-        "phone_errors": errors,
-        "reference_phones": length,
-    }
-
-
-def scores_by_length(predictions, lexicon, buckets=LENGTH_BUCKETS):
-    """[(bucket, score dict or None)] for words of each length range."""
-    rows = []
-    for low, high in buckets:
-        part = {w: r for w, r in lexicon.items() if low <= len(w) <= high}
-        rows.append(((low, high), score(predictions, part) if part else None))
-    return rows
+    """WER, PER (%) and their counts: `wer`, `per`, `words`, `wrong_words`,
+    `phone_errors`, `reference_phones` ({word: phones} against the lexicon)."""
+    return ErrorRates.of(predictions, lexicon, SCORE_NAMES).as_dict()
 
 
 # --------------------------------------------------------------- decoding
@@ -493,33 +459,6 @@ def load_run(run_dir):
     return model, Vocabulary.from_json(vocab), config
 
 
-def format_scores(name, result):
-    return (
-        f"{name}: WER {result['wer']:.2f} % ({result['wrong_words']:,} of "
-        f"{result['words']:,} words), PER {result['per']:.2f} % "
-        f"({result['phone_errors']:,} of {result['reference_phones']:,} phones)"
-    )
-
-
-def length_table(by_decoding):
-    """Markdown table: WER / PER by word length, one column per decoding."""
-    names = list(by_decoding)
-    lines = [
-        "| letters | words | " + " | ".join(f"{n} WER / PER" for n in names) + " |",
-        "|---|---:|" + "---:|" * len(names),
-    ]
-    rows = {n: by_decoding[n] for n in names}
-    for i, ((low, high), first) in enumerate(rows[names[0]]):
-        if first is None:
-            continue
-        cells = []
-        for n in names:
-            s = rows[n][i][1]
-            cells.append(f"{s['wer']:.1f} % / {s['per']:.1f} %")
-        lines.append(f"| {low}-{high} | {first['words']:,} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 def save_alignment_plot(path, generator, vocab, words, title):
     """Greedy attention weights of a few words, one panel each."""
     panels = []
@@ -573,21 +512,22 @@ def evaluate(args):
         predictions = pronounce_words(
             generator, vocab, lexicon, beam_width=width, progress=args.verbose > 0
         )
-        result = score(predictions, lexicon)
+        rates = ErrorRates.of(predictions, lexicon, SCORE_NAMES)
+        result = results[label] = rates.as_dict()
         result["seconds"] = round(time.perf_counter() - tick, 1)
-        results[label] = result
-        by_length[label] = scores_by_length(predictions, lexicon)
-        results[label]["by_length"] = [
-            {"letters": list(bucket), **s} for bucket, s in by_length[label] if s is not None
+        rows = error_rates_by_length(predictions, lexicon, LENGTH_BUCKETS, SCORE_NAMES)
+        by_length[label] = rows
+        result["by_length"] = [
+            {"letters": list(bucket), **s.as_dict()} for bucket, s in rows if s is not None
         ]
-        print(format_scores(label, result) + f" in {result['seconds']:.0f} s")
+        print(rates.summary(label) + f" in {result['seconds']:.0f} s")
     print()
-    print(length_table(by_length))
+    print(error_rate_table(by_length, "letters"))
     if args.plot:
         series = {
             f"{name} WER": (
                 [f"{lo}-{hi}" for (lo, hi), s in rows if s],
-                [s["wer"] for _, s in rows if s],
+                [s.sequence_error_rate for _, s in rows if s],
             )
             for name, rows in by_length.items()
         }

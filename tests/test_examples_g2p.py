@@ -1,4 +1,5 @@
-"""The G2P example: its CMUdict reader, its scoring, and a tiny end-to-end run."""
+"""The G2P example: its CMUdict reader, its batches, and a tiny end-to-end run
+(its scoring is `keras_attention.error_rates`, tests/test_error_rates.py)."""
 
 import collections
 import csv
@@ -107,37 +108,7 @@ def test_the_standard_split_has_the_sizes_of_its_readme(g2p):
     assert len(vocab.phones) == 3 + 39
 
 
-# ----------------------------------------------------------------- scoring
-
-
-def test_wer_and_per_use_the_closest_of_several_references(g2p):
-    lexicon = {
-        "READ": [("R", "IY", "D"), ("R", "EH", "D")],
-        "CAT": [("K", "AE", "T")],
-        "EITHER": [("IY", "DH", "ER"), ("AY", "DH", "ER", "Z")],
-        "A": [("AH",), ("EY",)],
-    }
-    predictions = {
-        "READ": ["R", "EH", "D"],  # the second reference: correct, 0 errors of 3
-        "CAT": ["K", "AH", "T", "S"],  # 1 substitution + 1 insertion: 2 of 3
-        "EITHER": ["AY", "DH", "ER"],  # 1 from both; the first listed: 1 of 3
-        "A": [],  # 1 deletion from either reference: 1 of 1
-    }
-    result = g2p.score(predictions, lexicon)
-    # By hand: 3 of 4 words wrong; (0 + 2 + 1 + 1) errors over (3 + 3 + 3 + 1).
-    assert result["wrong_words"] == 3 and result["words"] == 4
-    assert result["wer"] == pytest.approx(75.0)
-    assert (result["phone_errors"], result["reference_phones"]) == (4, 10)
-    assert result["per"] == pytest.approx(40.0)
-
-
-def test_scores_by_length_split_the_words_by_letters(g2p):
-    lexicon = {"A": [("AH",)], "CAT": [("K", "AE", "T")], "ABANDON": [tuple("ABANDON")]}
-    predictions = {"A": ["AH"], "CAT": ["K"], "ABANDON": list("ABANDON")}
-    rows = dict(g2p.scores_by_length(predictions, lexicon, buckets=((1, 2), (3, 5), (6, 9))))
-    assert rows[(1, 2)]["wer"] == 0.0 and rows[(1, 2)]["words"] == 1
-    assert rows[(3, 5)]["wer"] == 100.0 and rows[(3, 5)]["per"] == pytest.approx(200 / 3)
-    assert rows[(6, 9)]["wer"] == 0.0
+# ------------------------------------------------------------------ batches
 
 
 def test_batches_pair_start_phones_with_phones_end(g2p):

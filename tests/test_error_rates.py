@@ -1,0 +1,148 @@
+"""`keras_attention.error_rates`: sequence and token error rates against
+several references, overall and by length."""
+
+import functools
+import math
+
+import numpy as np
+import pytest
+
+from keras_attention.error_rates import ErrorRates
+from keras_attention.error_rates import error_rate_table
+from keras_attention.error_rates import error_rates_by_length
+from keras_attention.error_rates import sequence_errors
+
+G2P = ("word", "phone", "wer", "per")
+
+
+def brute_force_distance(a, b):
+    """Levenshtein distance by its recursive definition (a, b tuples)."""
+
+    @functools.cache
+    def d(i, j):  # the distance between a[:i] and b[:j]
+        if i == 0 or j == 0:
+            return i + j
+        return min(d(i - 1, j) + 1, d(i, j - 1) + 1, d(i - 1, j - 1) + (a[i - 1] != b[j - 1]))
+
+    return d(len(a), len(b))
+
+
+def test_wer_and_per_use_the_closest_of_several_references():
+    references = {
+        "READ": [("R", "IY", "D"), ("R", "EH", "D")],
+        "CAT": [("K", "AE", "T")],
+        "EITHER": [("IY", "DH", "ER"), ("AY", "DH", "ER", "Z")],
+        "A": [("AH",), ("EY",)],
+    }
+    predictions = {
+        "READ": ["R", "EH", "D"],  # the second reference: correct, 0 errors of 3
+        "CAT": ["K", "AH", "T", "S"],  # 1 substitution + 1 insertion: 2 of 3
+        "EITHER": ["AY", "DH", "ER"],  # 1 from both; the first listed: 1 of 3
+        "A": [],  # 1 deletion from either reference: 1 of 1
+    }
+    result = ErrorRates.of(predictions, references, G2P).as_dict()
+    # By hand: 3 of 4 words wrong; (0 + 2 + 1 + 1) errors over (3 + 3 + 3 + 1).
+    assert result == {
+        "wer": 75.0,
+        "per": 40.0,
+        "words": 4,
+        "wrong_words": 3,
+        "phone_errors": 4,
+        "reference_phones": 10,
+    }
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_counts_equal_a_brute_force_reference(seed):
+    rng = np.random.default_rng(seed)
+
+    def sequence():
+        return tuple(rng.integers(0, 3, rng.integers(0, 6)).tolist())
+
+    references = {k: [sequence() for _ in range(rng.integers(1, 4))] for k in range(40)}
+    predictions = {}
+    for key, refs in references.items():  # about a third equal one of their references
+        predictions[key] = refs[rng.integers(len(refs))] if rng.random() < 0.3 else sequence()
+    wrong = errors = length = 0
+    for key, refs in references.items():
+        distances = [brute_force_distance(predictions[key], r) for r in refs]
+        best = int(np.argmin(distances))  # the first of the closest
+        wrong += predictions[key] not in refs
+        errors += distances[best]
+        length += len(refs[best])
+    rates = ErrorRates.of(predictions, references)
+    assert 0 < wrong < 40
+    assert (rates.sequences, rates.wrong_sequences) == (40, wrong)
+    assert (rates.token_errors, rates.reference_tokens) == (errors, length)
+    assert rates.sequence_error_rate == pytest.approx(100 * wrong / 40)
+    assert rates.token_error_rate == pytest.approx(100 * errors / length)
+
+
+def test_sequence_errors_of_one_prediction():
+    # Equally close to both: the first reference's length counts.
+    assert sequence_errors("KAT", ["CAT", "KATS"]) == (0, 1, 3)
+    assert sequence_errors("KATS", ["CAT", "KATS"]) == (1, 0, 4)
+
+
+def test_scores_by_length_split_the_sequences_by_key_length():
+    references = {"A": [("AH",)], "CAT": [("K", "AE", "T")], "ABANDON": [tuple("ABANDON")]}
+    predictions = {"A": ["AH"], "CAT": ["K"], "ABANDON": list("ABANDON")}
+    rows = error_rates_by_length(predictions, references, ((1, 2), (3, 5), (6, 9), (10, 12)), G2P)
+    rows = dict(rows)
+    assert rows[(1, 2)].sequence_error_rate == 0.0 and rows[(1, 2)].sequences == 1
+    assert rows[(3, 5)].sequence_error_rate == 100.0
+    assert rows[(3, 5)].token_error_rate == pytest.approx(200 / 3)
+    assert rows[(6, 9)].sequence_error_rate == 0.0
+    assert rows[(10, 12)] is None
+
+
+def test_summary_names_both_rates_and_their_counts():
+    rates = ErrorRates(12_000, 841, 1_432, 83_260, G2P)
+    assert rates.summary("beam 4") == (
+        "beam 4: WER 7.01 % (841 of 12,000 words), PER 1.72 % (1,432 of 83,260 phones)"
+    )
+
+
+def test_the_table_has_a_column_per_decoding_and_skips_empty_buckets():
+    greedy = [
+        ((1, 4), ErrorRates(10, 1, 2, 40, G2P)),
+        ((5, 6), None),
+        ((7, 8), ErrorRates(4, 2, 3, 30, G2P)),
+    ]
+    beam = [
+        ((1, 4), ErrorRates(10, 0, 1, 40, G2P)),
+        ((5, 6), None),
+        ((7, 8), ErrorRates(4, 1, 3, 30, G2P)),
+    ]
+    assert error_rate_table({"greedy": greedy, "beam 2": beam}, "letters") == "\n".join(
+        [
+            "| letters | words | greedy WER / PER | beam 2 WER / PER |",
+            "|---|---:|---:|---:|",
+            "| 1-4 | 10 | 10.0 % / 5.0 % | 0.0 % / 2.5 % |",
+            "| 7-8 | 4 | 50.0 % / 10.0 % | 25.0 % / 10.0 % |",
+        ]
+    )
+
+
+def test_references_without_tokens_give_a_nan_token_rate():
+    rates = ErrorRates.of({"a": []}, {"a": [()]})
+    assert rates.sequence_error_rate == 0.0 and math.isnan(rates.token_error_rate)
+
+
+def test_no_references_is_an_error():
+    with pytest.raises(ValueError, match=r"^No references to score: `references` is empty\.$"):
+        ErrorRates.of({}, {})
+
+
+def test_a_key_without_a_prediction_is_named():
+    with pytest.raises(
+        ValueError, match=r"^2 of the 3 references have no prediction, first 'B'\.$"
+    ):
+        ErrorRates.of({"A": ["X"]}, {"A": [("X",)], "B": [("Y",)], "C": [("Z",)]})
+
+
+def test_a_key_without_a_reference_is_named():
+    with pytest.raises(ValueError, match=r"^'B' has no reference sequence\.$"):
+        ErrorRates.of({"A": ["X"], "B": ["Y"]}, {"A": [("X",)], "B": []})
+    with pytest.raises(ValueError, match=r"Expected at least one reference sequence\. "):
+        sequence_errors(["X"], [])
