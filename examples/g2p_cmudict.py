@@ -52,7 +52,6 @@ from keras_attention.error_rates import error_rates_by_length  # noqa: E402
 from keras_attention.generation import EnsembleGenerator  # noqa: E402
 from keras_attention.generation import decode_batches  # noqa: E402
 from keras_attention.generation.search_defaults import BEAM_WIDTH  # noqa: E402
-from keras_attention.generation.search_defaults import LENGTH_PENALTY  # noqa: E402
 from keras_attention.line_reader import LineReader  # noqa: E402
 from keras_attention.model_file import ModelFileError  # noqa: E402
 
@@ -601,50 +600,36 @@ def export_run(args):
 
     model, vocab, config = load_run(args.run_dir)
     generator = make_generator(model, args.monotonic_mode)
-    tflite_dir = os.path.join(args.out, "tflite")
-    os.makedirs(tflite_dir, exist_ok=True)
-    manifest = {
-        "task": "grapheme-to-phoneme (CMUdict 0.7b, ARPAbet without stress)",
-        "graphemes": vocab.graphemes,
-        "phones": vocab.phones,
-        "source_vocab_size": len(vocab.graphemes),
-        "target_vocab_size": len(vocab.phones),
-        "pad_id": PAD,
-        "start_id": START,
-        "end_id": END,
-        "input": "upper-case the word, map each character to its index in `graphemes` "
-        "(the model does not check ids: refuse a character that is not there)",
-        "output": "phones[id] for each id up to end_id; ids below 3 are not phones",
-        "attention": config["attention"],
-        "beam_width": args.beam_width,
-        "length_penalty": LENGTH_PENALTY,
+    started = time.perf_counter()
+    # saved_model/ and tflite/ (g2p_VARIANT.tflite, g2p.json: this manifest,
+    # the models, their signatures and bounds), written whole or not at all.
+    manifest = export.export_folder(
+        generator,
+        args.out,
+        "g2p",
+        variants=args.variants,
+        beam_width=args.beam_width,
         # None: any word length; N: a static input of N ids (pad with pad_id),
         # which LiteRT.js (the browser page, web/) needs.
-        "source_length": args.source_length,
-        "models": {},
-    }
-    started = time.perf_counter()
-    export.export_saved_model(
-        generator, os.path.join(args.out, "saved_model"), beam_width=args.beam_width
+        source_length=args.source_length,
+        manifest={
+            "task": "grapheme-to-phoneme (CMUdict 0.7b, ARPAbet without stress)",
+            "graphemes": vocab.graphemes,
+            "phones": vocab.phones,
+            "source_vocab_size": len(vocab.graphemes),
+            "target_vocab_size": len(vocab.phones),
+            "pad_id": PAD,
+            "start_id": START,
+            "end_id": END,
+            "input": "upper-case the word, map each character to its index in `graphemes` "
+            "(the model does not check ids: refuse a character that is not there)",
+            "output": "phones[id] for each id up to end_id; ids below 3 are not phones",
+            "attention": config["attention"],
+        },
     )
-    manifest["saved_model"] = "saved_model"
-    for variant in args.variants:
-        path = os.path.join(tflite_dir, f"g2p_{variant}.tflite")
-        written = export.export_tflite(
-            generator,
-            path,
-            quantization=None if variant == "float32" else variant,
-            beam_width=args.beam_width,
-            length_penalty=LENGTH_PENALTY,
-            source_length=args.source_length,
-        )
-        manifest["models"][variant] = os.path.basename(path)
-        manifest["signatures"] = written["signatures"]
-        manifest["max_source_length"] = written.get("max_source_length")
-        manifest["max_output_length"] = written.get("max_output_length")
+    for variant, file in manifest["models"].items():
+        path = os.path.join(args.out, "tflite", file)
         print(f"{variant}: {path} ({os.path.getsize(path) / 1e6:.2f} MB)")
-    with open(os.path.join(tflite_dir, "g2p.json"), "w") as f:
-        json.dump(manifest, f, indent=1)
     print(
         f"Exported {args.run_dir} to {args.out} (SavedModel and TFLite "
         f"{', '.join(args.variants)}) in {time.perf_counter() - started:.0f} s"
@@ -758,7 +743,7 @@ def main(argv=None):
             return pronounce(args)
         return export_run(args)
     except (FileNotFoundError, ValueError, training.RunWriteError, training.DiskFullError) as error:
-        if args.command == "train" or args.command == "evaluate":
+        if args.command in ("train", "evaluate", "export"):
             raise SystemExit(f"{args.command}: {error}") from None
         raise
 

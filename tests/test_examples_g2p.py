@@ -252,6 +252,13 @@ def test_export_tflite_tokens_equal_keras_greedy(g2p, run_dir, tmp_path):
     assert nonempty > len(words) // 2  # the parity is about real phones, not END alone
 
 
+def test_export_refuses_a_folder_that_is_not_an_export(g2p, run_dir, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine\n")
+    with pytest.raises(SystemExit, match=rf"^export: The export folder {tmp_path} holds notes"):
+        g2p.main(["export", "--run-dir", str(run_dir), str(tmp_path), "--variants", ""])
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
 def test_help_of_every_command(g2p, capsys):
     for command in ("train", "evaluate", "pronounce", "export"):
         with pytest.raises(SystemExit) as exit_info:

@@ -15,6 +15,7 @@ except ImportError as error:
     ) from error
 
 from keras_attention.export.backend import BackendError
+from keras_attention.export.folder import export_folder
 from keras_attention.export.generator_module import GeneratorModule
 from keras_attention.export.operators import non_builtin_operators
 from keras_attention.export.operators import tflite_operators
@@ -33,6 +34,7 @@ __all__ = [
     "LiteGenerator",
     "ServingGenerator",
     "convert",
+    "export_folder",
     "export_saved_model",
     "export_tflite",
     "non_builtin_operators",

@@ -42,6 +42,9 @@ import tensorflow as tf
 
 from keras_attention.export.backend import BackendError
 from keras_attention.export.backend import check_tensorflow_backend
+from keras_attention.export.folder import SAVED_MODEL_DIR
+from keras_attention.export.folder import TFLITE_DIR
+from keras_attention.export.folder import check_export_folder
 from keras_attention.export.saved_model import SIGNATURES
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
@@ -78,8 +81,6 @@ __all__ = [
     "tflite_filename",
 ]
 
-SAVED_MODEL_DIR = "saved_model"
-TFLITE_DIR = "tflite"
 MANIFEST_FILE = "export.json"
 _FORMAT_VERSION = 1
 
@@ -154,7 +155,7 @@ def export_run(
         max_batch,
     )
     out_dir = Path(out_dir)
-    check_export_folder(out_dir)
+    check_export_folder(out_dir, (MANIFEST_FILE, SAVED_MODEL_DIR, TFLITE_DIR))
     translator, config = load_run(run_dir)
     translator.check_beam_width(beam_width)
     with replaced_folder(out_dir, keep=_kept_versions(out_dir, settings)) as staging:
@@ -195,26 +196,6 @@ def _kept_versions(out_dir, settings):
         for p in folder.iterdir()
         if not (settings.saved_model and p.name == str(settings.version))
     ]
-
-
-def check_export_folder(out_dir):
-    """Raises `ValueError` unless `out_dir` is missing, empty or an export
-    (only `export.json`, `saved_model/` and `tflite/`): an export replaces
-    the folder whole, so it must hold nothing else."""
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"The export folder {out_dir} is a file.")
-    if not out_dir.exists():
-        return
-    allowed = {MANIFEST_FILE, SAVED_MODEL_DIR, TFLITE_DIR}
-    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in allowed)
-    if foreign:
-        raise ValueError(
-            f"The export folder {out_dir} holds {', '.join(foreign[:5])}"
-            f"{' ...' if len(foreign) > 5 else ''}, which an export never writes; an "
-            "export replaces its folder whole. Nothing was changed. Export into a new "
-            "or empty folder, or an earlier export."
-        )
 
 
 def _write_export(translator, config, run_dir, out_dir, settings):

@@ -37,6 +37,7 @@ side: the vocabularies and `translator.json`.
 from pathlib import Path
 
 from keras_attention.export import tflite as generic_tflite
+from keras_attention.export.folder import check_variants
 from keras_attention.training.atomic import write_json
 from keras_attention.training.atomic import write_text
 from keras_attention.translation.tokenizer import RESERVED_TOKENS
@@ -77,17 +78,6 @@ def tflite_files(variants=VARIANTS):
         "reserved ids, normalization, lowercasing, signatures and decoder-state names"
     )
     return files
-
-
-def check_variants(variants):
-    """`variants` as a tuple; `ValueError` unless it is a subset of `VARIANTS`."""
-    variants = tuple(variants)
-    if any(v not in VARIANTS for v in variants):
-        raise ValueError(
-            f"Invalid value for argument `variants`. Expected a subset of {VARIANTS}. "
-            f"Received: variants={variants!r}"
-        )
-    return variants
 
 
 def lite_translator(translator, max_length=None, source_length=None, beam=None):
