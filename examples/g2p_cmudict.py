@@ -21,7 +21,6 @@ of phones per word.
 """
 
 import argparse
-import hashlib
 import json
 import math
 import os
@@ -49,6 +48,7 @@ from keras_attention.cli_types import unit_interval  # noqa: E402
 from keras_attention.error_rates import ErrorRates  # noqa: E402
 from keras_attention.error_rates import error_rate_table  # noqa: E402
 from keras_attention.error_rates import error_rates_by_length  # noqa: E402
+from keras_attention.file_hash import sha256_of  # noqa: E402
 from keras_attention.generation import EnsembleGenerator  # noqa: E402
 from keras_attention.generation import decode_batches  # noqa: E402
 from keras_attention.generation.search_defaults import BEAM_WIDTH  # noqa: E402
@@ -104,14 +104,6 @@ LENGTH_BUCKETS = ((1, 4), (5, 6), (7, 8), (9, 10), (11, 12), (13, 22))
 
 
 # --------------------------------------------------------------------- data
-
-
-def sha256_of(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_cmudict(path, expected_sha256=None):

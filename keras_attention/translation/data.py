@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import hashlib
 import logging
 import os
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
+from keras_attention.file_hash import sha256_of
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_same_count
 
@@ -216,7 +216,7 @@ def multi30k_paths(
 
     mismatches = []
     for name, path in paths.items():
-        actual = _sha256(path)
+        actual = sha256_of(path)
         if actual != SHA256[name]:
             mismatches.append(f"{path}: expected sha256 {SHA256[name]}, found {actual}")
     if mismatches:
@@ -321,14 +321,6 @@ def _download(names: list[str]) -> dict[str, Path]:
             f"({failed_name}: {error}). " + _remedy("Put all of them in one folder.")
         ) from error
     return paths
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _read_lines(path: str | os.PathLike) -> list[bytes]:
