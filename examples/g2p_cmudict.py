@@ -54,6 +54,7 @@ from keras_attention.generation import decode_batches  # noqa: E402
 from keras_attention.generation.search_defaults import BEAM_WIDTH  # noqa: E402
 from keras_attention.line_reader import LineReader  # noqa: E402
 from keras_attention.model_file import ModelFileError  # noqa: E402
+from keras_attention.symbol_vocabulary import SymbolVocabulary  # noqa: E402
 
 # The files of ../shared/data/cmudict and their sha256 (see the README there).
 SHA256 = {
@@ -160,19 +161,28 @@ def read_split(data_dir, name):
 
 
 class Vocabulary:
-    """Graphemes (A-Z and ') and phones ↔ ids; saved as JSON in the run folder."""
+    """Graphemes (A-Z and ') and phones ↔ ids, a `SymbolVocabulary` each; saved
+    in the run folder as vocab.json, {"graphemes": [...], "phones": [...]}."""
 
     def __init__(self, graphemes, phones):
-        self.graphemes = list(graphemes)  # id = index; graphemes[0] is padding
-        self.phones = list(phones)  # id = index; phones[:3] are PHONE_SPECIALS
-        self.grapheme_ids = {g: i for i, g in enumerate(self.graphemes) if i > 0}
-        self.phone_ids = {p: i for i, p in enumerate(self.phones) if i >= len(PHONE_SPECIALS)}
+        self.source = SymbolVocabulary(graphemes, 1, kind="character")  # 0: padding
+        self.target = SymbolVocabulary(phones, len(PHONE_SPECIALS), END, kind="phone")
+        self.graphemes, self.phones = self.source.symbols, self.target.symbols
+        self.unknown_characters = self.source.unknown
+        self.encode_phones = self.target.encode
+        self.decode_phones = self.target.decode  # up to END (excluded), specials dropped
+
+    def encode_word(self, word):
+        """WORD → grapheme ids; ValueError naming the word for an unknown character."""
+        return self.source.encode(word, "word")
 
     @classmethod
     def from_lexicon(cls, lexicon):
-        graphemes = sorted({c for word in lexicon for c in word})
-        phones = sorted({p for prons in lexicon.values() for pron in prons for p in pron})
-        return cls(["<pad>"] + graphemes, PHONE_SPECIALS + phones)
+        phones = (pron for prons in lexicon.values() for pron in prons)
+        return cls(
+            SymbolVocabulary.from_sequences(lexicon, ["<pad>"]).symbols,
+            SymbolVocabulary.from_sequences(phones, PHONE_SPECIALS).symbols,
+        )
 
     def to_json(self):
         return {"graphemes": self.graphemes, "phones": self.phones}
@@ -180,33 +190,6 @@ class Vocabulary:
     @classmethod
     def from_json(cls, data):
         return cls(data["graphemes"], data["phones"])
-
-    def unknown_characters(self, word):
-        return sorted({c for c in word if c not in self.grapheme_ids})
-
-    def encode_word(self, word):
-        """WORD → grapheme ids; ValueError naming the word for an unknown character."""
-        unknown = self.unknown_characters(word)
-        if unknown:
-            raise ValueError(
-                f"The word {word!r} has characters outside the vocabulary: "
-                f"{''.join(unknown)!r} (known: {''.join(self.graphemes[1:])!r})"
-            )
-        return [self.grapheme_ids[c] for c in word]
-
-    def encode_phones(self, phones):
-        return [self.phone_ids[p] for p in phones]
-
-    def decode_phones(self, ids):
-        """Phone ids → phones, up to END (excluded); specials dropped."""
-        phones = []
-        for i in ids:
-            i = int(i)
-            if i == END:
-                break
-            if i >= len(PHONE_SPECIALS):
-                phones.append(self.phones[i])
-        return phones
 
 
 def training_pairs(lexicon, vocab):

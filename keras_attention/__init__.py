@@ -31,7 +31,8 @@ Subpackages and modules, imported on their own:
   scan over time), `keras_attention.cli_types` (argparse types),
   `keras_attention.edit_distance` and `keras_attention.error_rates` (error
   rates such as WER, PER, CER), `keras_attention.file_hash` (a data file's
-  SHA-256), `keras_attention.plots`,
+  SHA-256), `keras_attention.symbol_vocabulary` (symbols and ids, specials
+  first), `keras_attention.plots`,
   `keras_attention.model_file` (a `.keras` file or one line saying why not),
   `keras_attention.line_reader` (the lines of a stream as they come) and
   `keras_attention.validation` (argument checks);
