@@ -34,7 +34,8 @@ Subpackages and modules, imported on their own:
   SHA-256), `keras_attention.symbol_vocabulary` (symbols and ids, specials
   first), `keras_attention.plots`,
   `keras_attention.model_file` (a `.keras` file or one line saying why not),
-  `keras_attention.line_reader` (the lines of a stream as they come) and
+  `keras_attention.line_reader` (the lines of a stream as they come, and a
+  command's inputs) and
   `keras_attention.validation` (argument checks);
 - `keras_attention.keras_backend_check`, imported first: a `KERAS_BACKEND`
   that is not installed is one line, not a traceback.

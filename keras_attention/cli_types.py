@@ -56,3 +56,26 @@ def unit_interval(text):
     if not 0.0 <= value < 1.0:
         raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text}")
     return value
+
+
+def comma_separated(choices):
+    """The type of an option that takes some of `choices`, comma-separated
+    ("float32,int8"): it returns their list, in the order given, without
+    empty items.
+
+    Args:
+        choices: the names an item may be.
+    """
+    choices = tuple(choices)
+
+    def some_of(text):
+        items = [item for item in text.split(",") if item]
+        unknown = [item for item in items if item not in choices]
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown {', '.join(unknown)}; choose among {', '.join(choices)}"
+            )
+        return items
+
+    some_of.__name__ = "comma-separated list"
+    return some_of

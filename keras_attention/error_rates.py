@@ -21,6 +21,7 @@ print(rates.summary("greedy"))  # greedy: WER 50.00 % (1 of 2 words), PER 16.67 
 """
 
 import dataclasses
+import time
 
 from keras_attention.edit_distance import edit_distance
 
@@ -194,3 +195,67 @@ def error_rate_table(by_decoding, unit="length"):
         row = f"| {low}-{high} | {rates_of_first.sequences:,} | " + " | ".join(cells) + " |"
         lines.append(row)
     return "\n".join(lines)
+
+
+def score_decodings(
+    decode, references, decodings, buckets, names=NAMES, *, unit="length", length=len, report=None
+):
+    """Scores several decodings of the same sequences, overall and by length.
+
+    Args:
+        decode: a function of one setting (e.g. a beam width, None for greedy)
+            returning {key: predicted tokens} for every key of `references`.
+        references: {key: [reference tokens, ...]}, as `ErrorRates.of` takes.
+        decodings: {label: setting}, e.g. {"greedy": None, "beam 4": 4}.
+        buckets: the length ranges of `error_rates_by_length`.
+        names: see `ErrorRates`.
+        unit: what the lengths count, the key of each bucket's range.
+        length: the length of a key (default `len`: letters of a word).
+        report: a function called with each decoding's `summary` line and
+            its time as the decoding ends (e.g. `print`); None: silent.
+
+    Returns:
+        `(results, by_length)`: {label: `as_dict()` with "seconds" and
+        "by_length", a list of {unit: [low, high], **as_dict()} for the
+        buckets that hold sequences}, and {label: rows of
+        `error_rates_by_length`} for `error_rate_table` and
+        `plot_error_rates_by_length`.
+    """
+    results, by_length = {}, {}
+    for label, setting in decodings.items():
+        started = time.perf_counter()
+        predictions = decode(setting)
+        rates = ErrorRates.of(predictions, references, names)
+        result = results[label] = rates.as_dict()
+        result["seconds"] = round(time.perf_counter() - started, 1)
+        rows = by_length[label] = error_rates_by_length(
+            predictions, references, buckets, names, length
+        )
+        result["by_length"] = [{unit: list(b), **r.as_dict()} for b, r in rows if r is not None]
+        if report is not None:
+            report(f"{rates.summary(label)} in {result['seconds']:.0f} s")
+    return results, by_length
+
+
+def plot_error_rates_by_length(path, by_decoding, xlabel="length", title=None):
+    """The sequence error rate by length, one line per decoding, to a PNG.
+
+    Args:
+        path: the PNG file (`keras_attention.plots.plot_lines`).
+        by_decoding: {label: rows of `error_rates_by_length`}; buckets
+            without sequences are left out.
+        xlabel: the horizontal axis' name, e.g. "word length (letters)".
+        title: the figure's title, or None.
+    """
+    from keras_attention import plots
+
+    series, sequence = {}, NAMES[0]
+    for label, rows in by_decoding.items():
+        kept = [(bucket, rates) for bucket, rates in rows if rates is not None]
+        if kept:
+            sequence, _, sequence_rate, _ = kept[0][1].names
+            series[f"{label} {sequence_rate.upper()}"] = (
+                [f"{low}-{high}" for (low, high), _ in kept],
+                [rates.sequence_error_rate for _, rates in kept],
+            )
+    plots.plot_lines(path, series, xlabel, f"{sequence} error rate (%)", title)

@@ -15,6 +15,7 @@ as white space). A byte-order mark at the start of the first line is dropped.
 
 import io
 import select
+import sys
 
 # A longer line is refused, not read whole: the memory of a reader is bounded.
 MAX_LINE_BYTES = 1 << 20
@@ -111,3 +112,42 @@ class LineReader:
                 f"at byte {error.start}); convert the file to UTF-8, e.g. with iconv"
             ) from None
         return text.removeprefix("\ufeff") if self.number == 1 else text
+
+
+def read_inputs(arguments, command, reader=None):
+    """`(label, text)` pairs of a command's inputs: its arguments, or else one
+    per line of standard input ("argument 2", "line 3 of standard input").
+
+    Standard input is read with `LineReader` (`reader`, or one over
+    `sys.stdin`), lazily: the pairs come as the lines are read, blank lines
+    included, so that the output can have one line per input line.
+
+    Args:
+        arguments: the command's positional texts; empty or None: read lines.
+        command: the command's name, first in the one-line errors.
+        reader: a `LineReader` to read instead of standard input.
+
+    Raises:
+        SystemExit: `"{command}: {label} is not valid UTF-8 ..."` for an
+            argument or a line that is not valid UTF-8, or a line longer than
+            the reader takes; raised while iterating for standard input.
+    """
+    if arguments:
+        inputs = [(f"argument {i}", text) for i, text in enumerate(arguments, 1)]
+        for label, text in inputs:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as error:  # undecodable bytes in argv
+                raise SystemExit(
+                    f"{command}: {label} is not valid UTF-8 (character {error.start})"
+                ) from None
+        return inputs
+    return _lines(LineReader(sys.stdin) if reader is None else reader, command)
+
+
+def _lines(reader, command):
+    try:
+        for number, text in reader:
+            yield reader.where(number), text
+    except ValueError as error:
+        raise SystemExit(f"{command}: {error}") from None

@@ -67,17 +67,21 @@ class SymbolVocabulary:
         """The symbols of `sequence` that have no id, sorted, each once."""
         return sorted({s for s in sequence if s not in self.ids})
 
-    def encode(self, sequence, name="sequence"):
+    def encode(self, sequence, name="sequence", max_length=None):
         """The ids of `sequence`'s symbols.
 
         Args:
             sequence: a sequence of symbols.
             name: what the sequence is, for the message ("word", "sentence").
+            max_length: the most symbols a sequence may have; None: any.
 
         Raises:
-            ValueError: a symbol has no id; the message names the sequence
-                and those symbols (and the known ones, if 100 or fewer).
+            ValueError: a symbol has no id, or the sequence is longer than
+                `max_length`; the message names the sequence (its first 40
+                symbols) and those symbols (and the known ones, if 100 or
+                fewer), or its length.
         """
+        shown = repr(sequence[:40]) + ("..." if len(sequence) > 40 else "")
         unknown = self.unknown(sequence)
         if unknown:
             characters = all(isinstance(s, str) and len(s) == 1 for s in self.ids)
@@ -86,8 +90,12 @@ class SymbolVocabulary:
                 unknown, known = "".join(unknown), "".join(known)
             note = f" (known: {known!r})" if len(self.ids) <= 100 else ""
             raise ValueError(
-                f"The {name} {sequence!r} has {self.kind}s outside the vocabulary: "
-                f"{unknown!r}{note}"
+                f"The {name} {shown} has {self.kind}s outside the vocabulary: {unknown!r}{note}"
+            )
+        if max_length is not None and len(sequence) > max_length:
+            raise ValueError(
+                f"The {name} {shown} has {len(sequence)} {self.kind}s, more than the "
+                f"{max_length} it may have"
             )
         return [self.ids[s] for s in sequence]
 

@@ -10,6 +10,8 @@ import pytest
 from keras_attention.error_rates import ErrorRates
 from keras_attention.error_rates import error_rate_table
 from keras_attention.error_rates import error_rates_by_length
+from keras_attention.error_rates import plot_error_rates_by_length
+from keras_attention.error_rates import score_decodings
 from keras_attention.error_rates import sequence_errors
 
 G2P = ("word", "phone", "wer", "per")
@@ -146,3 +148,61 @@ def test_a_key_without_a_reference_is_named():
         ErrorRates.of({"A": ["X"], "B": ["Y"]}, {"A": [("X",)], "B": []})
     with pytest.raises(ValueError, match=r"Expected at least one reference sequence\. "):
         sequence_errors(["X"], [])
+
+
+def test_score_decodings_scores_each_decoding_overall_and_by_length():
+    references = {"AB": [("a", "b")], "ABCDE": [("a", "b", "c", "d", "e")], "X": [("x",)]}
+    outputs = {  # per beam width: greedy misses one phone of ABCDE, beam 2 none
+        None: {"AB": ["a", "b"], "ABCDE": ["a", "b", "c", "d"], "X": ["x"]},
+        2: {"AB": ["a", "b"], "ABCDE": ["a", "b", "c", "d", "e"], "X": ["y"]},
+    }
+    reported = []
+    results, by_length = score_decodings(
+        outputs.__getitem__,
+        references,
+        {"greedy": None, "beam 2": 2},
+        ((1, 2), (3, 4), (5, 9)),
+        G2P,
+        unit="letters",
+        report=reported.append,
+    )
+    assert list(results) == ["greedy", "beam 2"]
+    for label, width in (("greedy", None), ("beam 2", 2)):
+        expected = ErrorRates.of(outputs[width], references, G2P).as_dict()
+        assert {k: results[label][k] for k in expected} == expected
+        assert results[label]["seconds"] >= 0.0
+    assert results["greedy"]["wer"] == pytest.approx(100 / 3)
+    assert results["greedy"]["phone_errors"] == 1 and results["beam 2"]["phone_errors"] == 1
+    # The bucket of 3-4 letters holds no word: in the rows as None, not in the results.
+    assert [rates is None for _, rates in by_length["greedy"]] == [False, True, False]
+    assert [row["letters"] for row in results["greedy"]["by_length"]] == [[1, 2], [5, 9]]
+    assert [row["wer"] for row in results["beam 2"]["by_length"]] == [50.0, 0.0]
+    assert [line.split(" in ")[0] for line in reported] == [
+        ErrorRates.of(outputs[None], references, G2P).summary("greedy"),
+        ErrorRates.of(outputs[2], references, G2P).summary("beam 2"),
+    ]
+
+
+def test_score_decodings_refuses_a_decoding_that_misses_a_sequence():
+    with pytest.raises(ValueError, match=r"1 of the 2 references have no prediction, first 'B'"):
+        score_decodings(lambda _: {"A": []}, {"A": [()], "B": [()]}, {"greedy": None}, ((1, 1),))
+
+
+def test_the_error_rate_plot_draws_a_line_per_decoding(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from keras_attention import plots
+
+    drawn = {}
+    monkeypatch.setattr(plots, "plot_lines", lambda *a, **k: drawn.update(args=a))
+    rows = [
+        ((1, 4), ErrorRates(10, 1, 2, 40, G2P)),
+        ((5, 6), None),
+        ((7, 8), ErrorRates(4, 2, 3, 30, G2P)),
+    ]
+    plot_error_rates_by_length(tmp_path / "a.png", {"greedy": rows}, "letters", "a title")
+    path, series, xlabel, ylabel, title = drawn["args"]
+    assert series == {"greedy WER": (["1-4", "7-8"], [10.0, 50.0])}
+    assert (xlabel, ylabel, title) == ("letters", "word error rate (%)", "a title")
+    monkeypatch.undo()
+    plot_error_rates_by_length(tmp_path / "b.png", {"greedy": rows}, "letters")
+    assert (tmp_path / "b.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

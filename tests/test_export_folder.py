@@ -19,7 +19,7 @@ from keras_attention.export.folder import check_export_folder
 pytestmark = pytest.mark.tensorflow
 
 NAME = "bahdanau_gru"
-APP = {"task": "a test", "pad_id": 0, "vocabulary": ["<pad>", "a", "b"]}
+APP = {"task": "a test", "vocabulary": ["<pad>", "a", "b"]}
 
 
 def files(folder):
@@ -62,6 +62,15 @@ def test_the_manifest_is_the_callers_plus_the_models_and_their_signatures(export
     assert {"generate", "generate_beam"} <= set(manifest["signatures"])
     assert manifest["max_source_length"] == c.generator.max_source_length
     assert manifest["max_output_length"] == c.generator.max_output_length
+    # The ids and sizes an app checks its input against, the generator's own.
+    assert (manifest["pad_id"], manifest["start_id"], manifest["end_id"]) == (
+        0,
+        c.generator.start_id,
+        c.generator.end_id,
+    )
+    assert manifest["target_vocab_size"] == c.generator.target_vocabulary_size
+    assert manifest["source_vocab_size"] == c.generator.source_vocabulary_size
+    assert own["start_id"] == manifest["start_id"] and own["end_id"] == manifest["end_id"]
 
 
 def test_the_models_decode_as_the_generator(exported):

@@ -8,6 +8,7 @@ import pytest
 from _scripts import load_script
 
 from keras_attention.line_reader import LineReader
+from keras_attention.line_reader import read_inputs
 
 
 def _lines(data, **options):
@@ -80,14 +81,29 @@ def test_ready_says_whether_a_pipe_has_a_line_without_waiting():
         assert not reader.ready()
 
 
+def test_read_inputs_labels_arguments_or_the_lines_of_a_reader():
+    assert read_inputs(["a b", ""], "cmd") == [("argument 1", "a b"), ("argument 2", "")]
+    stream = io.TextIOWrapper(io.BytesIO(b"keras\rkeras\n\nword\r\n"), encoding="utf-8")
+    lines = read_inputs([], "cmd", LineReader(stream))
+    assert list(lines) == [
+        ("line 1 of standard input", "keras\rkeras"),  # a lone CR stays in its line
+        ("line 2 of standard input", ""),  # blank lines are kept
+        ("line 3 of standard input", "word"),
+    ]
+    bad = read_inputs(None, "cmd", LineReader(io.BytesIO(b"ok\nw\xe9rd\n")))
+    assert next(bad) == ("line 1 of standard input", "ok")  # lazily, line by line
+    with pytest.raises(SystemExit, match=r"^cmd: line 2 of standard input is not valid UTF-8"):
+        next(bad)
+    with pytest.raises(SystemExit, match=r"^cmd: argument 2 is not valid UTF-8 \(character 1\)"):
+        read_inputs(["fine", "w\udce9rd"], "cmd")  # bytes of argv Python could not decode
+
+
 # ------------------------------------------------------------- G2P example
 
 
 @pytest.mark.tensorflow
 def test_g2p_pronounce_reads_one_word_per_line_feed():
     g2p = load_script("examples/g2p_cmudict.py")
-    stream = io.TextIOWrapper(io.BytesIO(b"keras\rkeras\nword\r\n"), encoding="utf-8")
-    assert g2p.read_words([], stream) == [("line 1", "keras\rkeras"), ("line 2", "word")]
     args = g2p.parse_args(["pronounce", "--run-dir", "unused"])
     bad = io.TextIOWrapper(io.BytesIO(b"keras\nw\xe9rd\n"), encoding="latin-1")
     with pytest.raises(

@@ -74,3 +74,21 @@ def test_encode_then_decode_is_the_sequence():
 def test_bad_arguments_are_refused(args, message):
     with pytest.raises(ValueError, match=message):
         SymbolVocabulary(*args)
+
+
+def test_a_sequence_longer_than_max_length_is_named_with_its_length():
+    letters = SymbolVocabulary(["<pad>", "A", "B"], kind="character")
+    assert letters.encode("AB" * 3, "word", max_length=6) == [1, 2] * 3
+    with pytest.raises(
+        ValueError, match=r"^The word 'ABABABA' has 7 characters, more than the 6 it may have$"
+    ):
+        letters.encode("ABABABA", "word", max_length=6)
+
+
+def test_a_long_sequence_is_named_by_its_first_40_symbols():
+    letters = SymbolVocabulary(["<pad>", "A", "B"], kind="character")
+    long = "A" * 100_000 + "Z"
+    with pytest.raises(ValueError) as error:
+        letters.encode(long, "line")
+    assert str(error.value).startswith(f"The line {'A' * 40!r}... has characters outside")
+    assert len(str(error.value)) < 200  # not the whole line

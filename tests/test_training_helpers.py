@@ -266,3 +266,15 @@ def test_line_plot_writes_a_png(tmp_path):
     path = tmp_path / "lines.png"
     plot_lines(str(path), {"greedy": (["1-4", "5-6"], [10.0, 20.0])}, "letters", "WER (%)")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_comma_separated_keeps_the_order_and_refuses_unknown_items(capsys):
+    from keras_attention.cli_types import comma_separated
+
+    parser = argparse.ArgumentParser(prog="export")
+    parser.add_argument("--variants", type=comma_separated(("float32", "float16", "int8")))
+    assert parser.parse_args(["--variants", "int8,,float32"]).variants == ["int8", "float32"]
+    assert parser.parse_args(["--variants", ""]).variants == []
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--variants", "float32,int4,fp8"])
+    assert "unknown int4, fp8; choose among float32, float16, int8" in capsys.readouterr().err

@@ -147,6 +147,81 @@ def test_load_gives_the_model_config_and_client_files_of_a_run(tmp_path):
     assert {k: config[k] for k in OPTIONS} == OPTIONS and vocab == {"letters": "ab"}
 
 
+def _run_with_vocab(run_dir, vocab, options=OPTIONS):
+    x, y = _data()
+    with TrainingRun(run_dir, options, files=("vocab.json",)) as run:
+        run.client_json("vocab.json", vocab)
+        return run.fit(_build(), x, y, epochs=1, batch_size=16, monitor=None, verbose=0)
+
+
+def test_load_ensemble_gives_each_run_and_refuses_runs_that_differ(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    models = [_run_with_vocab(d, {"letters": "ab"}) for d in (first, second)]
+    runs = TrainingRun.load_ensemble([first, second], ("vocab.json",), same=("units",))
+    x, _ = _data()
+    for (loaded, config, (vocab,)), model in zip(runs, models, strict=True):
+        np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+        assert config["units"] == 8 and vocab == {"letters": "ab"}
+    other_vocab, other_units = tmp_path / "other_vocab", tmp_path / "other_units"
+    _run_with_vocab(other_vocab, {"letters": "ba"})
+    _run_with_vocab(other_units, {"letters": "ab"}, dict(OPTIONS, units=9))
+    with pytest.raises(
+        RunOptionsError, match=rf"^{other_vocab} has another vocab.json than {first}"
+    ):
+        TrainingRun.load_ensemble([first, other_vocab], ("vocab.json",))
+    with pytest.raises(
+        RunOptionsError, match=rf"^{other_units} was trained with units 9 and {first} with 8: "
+    ):
+        TrainingRun.load_ensemble([first, second, other_units], ("vocab.json",), same=("units",))
+    with pytest.raises(RunOptionsError) as error:
+        TrainingRun.load_ensemble([first, other_vocab], ("vocab.json",))
+    assert error.value.differences == {"vocab.json": ({"letters": "ba"}, {"letters": "ab"})}
+    # Options not named in `same` may differ; no run at all is refused.
+    assert len(TrainingRun.load_ensemble([first, other_units], ("vocab.json",))) == 2
+    with pytest.raises(ValueError, match="at least one run"):
+        TrainingRun.load_ensemble([])
+
+
+def test_from_args_takes_the_run_flags_of_add_training_arguments(tmp_path):
+    parser = argparse.ArgumentParser(prog="trainer")
+    add_training_arguments(
+        parser, batch_size=64, learning_rate=1e-3, epochs=5, max_minutes=30.0, batch_size_note="-"
+    )
+    args = parser.parse_args(["--run-dir", str(tmp_path / "run"), "--overwrite"])
+    run = TrainingRun.from_args(args, OPTIONS, files=("vocab.json",))
+    assert (run.run_dir, run.overwrite, run.files) == (tmp_path / "run", True, ("vocab.json",))
+    assert run.options == dict(OPTIONS, mixed_precision=None, distribution=None, devices=None)
+    args.mixed_precision = "mixed_bfloat16"
+    assert TrainingRun.from_args(args, OPTIONS).mixed_precision == "mixed_bfloat16"
+
+
+def test_time_budget_keeps_its_state_in_the_run_and_forgets_unsaved_epochs(tmp_path):
+    run_dir = tmp_path / "run"
+    x, y = _data()
+    kwargs = dict(epochs=3, batch_size=16, monitor=None, verbose=0)
+    with TrainingRun(run_dir, OPTIONS, files=("progress.json",)) as run:
+        budget = run.time_budget(3600, 1e-2, 1e-4, warmup_steps=2, total_steps=12)
+        assert (budget.state_path, budget.total_steps) == (run_dir / "progress.json", 12)
+        with pytest.raises(ValueError, match=r"Received: name='other.json'"):
+            run.time_budget(3600, 1e-2, 1e-4, name="other.json")
+        with pytest.raises(KeyboardInterrupt):  # killed as the third epoch begins
+            run.fit(_build(), x, y, callbacks=[budget, _Interrupt(2)], **kwargs)
+    assert [e["epoch"] for e in budget.state["epochs"]] == [1, 2]
+    # A progress file that ran ahead of the backup (a kill between the two
+    # writes): the resumed run's budget keeps only the epochs the run has.
+    progress = json.loads((run_dir / "progress.json").read_text())
+    progress["epochs"].append(dict(progress["epochs"][-1], epoch=3))
+    (run_dir / "progress.json").write_text(json.dumps(progress))
+    with TrainingRun(run_dir, OPTIONS, files=("progress.json",)) as run:
+        assert run.initial_epoch == 2
+        resumed = run.time_budget(3600, 1e-2, 1e-4)
+        assert [e["epoch"] for e in resumed.state["epochs"]] == [1, 2]
+        run.fit(_build(), x, y, callbacks=[resumed], **kwargs)
+    assert [e["epoch"] for e in resumed.state["epochs"]] == [1, 2, 3]
+    with pytest.raises(RuntimeError, match="not entered"):
+        TrainingRun(run_dir, OPTIONS, files=("progress.json",)).time_budget(1, 1e-2, 1e-4)
+
+
 def test_load_of_an_untrained_folder_names_the_missing_files(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(UntrainedRunError, match=r"missing .*model\.keras, .*vocab\.json\); train"):

@@ -39,6 +39,11 @@ WRITTEN_KEYS = (
     "signatures",
     "max_source_length",
     "max_output_length",
+    "pad_id",
+    "start_id",
+    "end_id",
+    "source_vocab_size",
+    "target_vocab_size",
 )
 
 
@@ -97,8 +102,10 @@ def export_folder(
     and its `.json` (`export_tflite`, with `generate_beam`) for each variant,
     and `tflite/NAME.json`: `manifest` plus `beam_width`, `length_penalty`,
     `source_length`, `models` ({variant: file name}), `saved_model` (its
-    folder, relative to `out_dir`) and, when there is a variant, the TFLite
-    `signatures`, `max_source_length` and `max_output_length`.
+    folder, relative to `out_dir`), the generator's `pad_id` (0),
+    `start_id`, `end_id`, `source_vocab_size` and `target_vocab_size` (None
+    when unknown) and, when there is a variant, the TFLite `signatures`,
+    `max_source_length` and `max_output_length`.
 
     Args:
         generator: a `Seq2SeqGenerator` (or an `EnsembleGenerator`).
@@ -143,6 +150,10 @@ def export_folder(
     check_export_folder(out_dir)
     manifest.update(beam_width=beam_width, length_penalty=length_penalty)
     manifest.update(source_length=source_length, models={}, saved_model=SAVED_MODEL_DIR)
+    manifest.update(pad_id=0, start_id=int(generator.start_id), end_id=int(generator.end_id))
+    for key in ("source", "target"):  # None for sources of features
+        size = getattr(generator, f"{key}_vocabulary_size", None)
+        manifest[f"{key}_vocab_size"] = None if size is None else int(size)
     with replaced_folder(out_dir) as staging:
         export_saved_model(
             generator,

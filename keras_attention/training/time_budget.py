@@ -32,12 +32,14 @@ class TimeBudget(keras.callbacks.Callback):
     `CosineToBudget`, which `TrainingRun.fit(learning_rate=...)` adds, sets
     the rate once per epoch and counts the time of the present process; this
     callback is for runs of few, long epochs. Give it to `TrainingRun.fit` in
-    `callbacks`, its state file among the run's `files`:
+    `callbacks`, its state file among the run's `files`; `run.time_budget`
+    makes one over the run's progress.json and forgets the epochs a kill did
+    not back up (`keep_epochs`):
 
     ```python
-    budget = TimeBudget(3600, 3e-3, 1e-4, run.run_dir / "progress.json", total_steps=5000)
-    budget.keep_epochs(run.initial_epoch)  # forget epochs a kill did not back up
-    run.fit(build_model, dataset, epochs=100, callbacks=[budget], monitor=None)
+    with TrainingRun(run_dir, options, files=("progress.json",)) as run:
+        budget = run.time_budget(3600, 3e-3, 1e-4, total_steps=5000)
+        run.fit(build_model, dataset, epochs=100, callbacks=[budget], monitor=None)
     ```
 
     Args:

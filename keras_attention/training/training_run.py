@@ -260,6 +260,25 @@ class TrainingRun:
         self.status = None
         self._lock = None
 
+    @classmethod
+    def from_args(cls, args, options, **kwargs):
+        """The run of a command line that `add_training_arguments` made: its
+        `run_dir`, `overwrite`, `mixed_precision` and `distribution`.
+
+        Args:
+            args: the parsed `argparse.Namespace`.
+            options: as the class takes them.
+            **kwargs: the class's other arguments (`files`, ...).
+        """
+        return cls(
+            args.run_dir,
+            options,
+            overwrite=args.overwrite,
+            mixed_precision=args.mixed_precision,
+            distribution=args.distribution,
+            **kwargs,
+        )
+
     # ------------------------------------------------------- the folder
 
     def check(self):
@@ -390,6 +409,44 @@ class TrainingRun:
         model = load_model(paths[0])
         return model, run_folder.read_json(paths[1]), [run_folder.read_json(p) for p in paths[2:]]
 
+    @staticmethod
+    def load_ensemble(run_dirs, files=(), same=()):
+        """`TrainingRun.load` of each run in `run_dirs`, in order, for runs
+        that decode as one model (`keras_attention.generation.EnsembleGenerator`):
+        every run must hold the same JSON in each of `files` (a vocabulary
+        keeps one id per token) and the same value of each option in `same`
+        (the data it was trained on). The first run is the one the others
+        are compared with.
+
+        Raises:
+            RunOptionsError: a run differs from the first in one of `files`
+                or `same` (both runs and the file or option named;
+                `differences` holds {name: (its value, the first run's)}).
+            UntrainedRunError, ModelFileError: as `load` raises them.
+        """
+        run_dirs = list(run_dirs)
+        if not run_dirs:
+            raise ValueError("Invalid value for argument `run_dirs`. Expected at least one run.")
+        runs = [TrainingRun.load(run_dir, files) for run_dir in run_dirs]
+        first, (_, config, contents) = run_dirs[0], runs[0]
+        for run_dir, (_, other_config, other_contents) in zip(run_dirs[1:], runs[1:], strict=True):
+            for name, mine, theirs in zip(files, contents, other_contents, strict=True):
+                if mine != theirs:
+                    raise RunOptionsError(
+                        f"{run_dir} has another {name} than {first}: the runs of an "
+                        "ensemble must share it",
+                        {name: (theirs, mine)},
+                    )
+            for option in same:
+                theirs, mine = other_config.get(option), config.get(option)
+                if theirs != mine:
+                    raise RunOptionsError(
+                        f"{run_dir} was trained with {option} {theirs!r} and {first} with "
+                        f"{mine!r}: the runs of an ensemble must agree on it",
+                        {option: (theirs, mine)},
+                    )
+        return runs
+
     @property
     def initial_epoch(self):
         """The epochs already done: where `fit` starts."""
@@ -422,6 +479,33 @@ class TrainingRun:
             return run_folder.read_json(path)
         write_json(path, value)
         return value
+
+    def time_budget(self, budget_s, peak, floor, name="progress.json", **options):
+        """A `TimeBudget` callback for `fit` whose state is the run's file
+        `name` (one of `files`), with the epochs a kill did not back up
+        forgotten (`TimeBudget.keep_epochs`). Inside the run only.
+
+        Args:
+            budget_s: the training time budget, in seconds.
+            peak: the rate after the warm-up.
+            floor: the rate at the end.
+            name: the run's file of the budget's state.
+            **options: `warmup_steps` and `total_steps`, as `TimeBudget` takes.
+
+        Raises:
+            ValueError: `name` is not one of `files`.
+        """
+        from keras_attention.training.time_budget import TimeBudget
+
+        self._check_entered("time_budget")
+        if name not in self.files:
+            raise ValueError(
+                f"Invalid value for argument `name`. Expected one of the run's `files` "
+                f"{self.files}. Received: name={name!r}"
+            )
+        budget = TimeBudget(budget_s, peak, floor, self.run_dir / name, **options)
+        budget.keep_epochs(self.initial_epoch)
+        return budget
 
     def _check_entered(self, method):
         if self._lock is None:

@@ -25,6 +25,7 @@ from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.line_reader import LineReader
+from keras_attention.line_reader import read_inputs
 from keras_attention.translation import averaging
 from keras_attention.translation import evaluation
 from keras_attention.translation import runs
@@ -179,37 +180,6 @@ def results_table(results):
 # ------------------------------------------------------------ translate
 
 
-def read_inputs(arguments, command="translate"):
-    """`(label, sentence)` pairs: the arguments, or one per line of stdin.
-
-    Standard input is read with `LineReader`: a line ends at a line feed
-    only (a lone carriage return inside a line does not split it), bytes
-    that are not UTF-8 stop the command with an error naming their line
-    instead of a traceback, and blank lines are kept (each gets an empty
-    translation): the output has one line per input line. The pairs of
-    standard input come as they are read (an iterator).
-    """
-    if arguments:
-        inputs = [(f"argument {i}", text) for i, text in enumerate(arguments, 1)]
-        for label, text in inputs:
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError as error:  # undecodable bytes in argv
-                raise SystemExit(
-                    f"{command}: {label} is not valid UTF-8 (character {error.start})"
-                ) from None
-        return inputs
-    return _stdin_inputs(LineReader(sys.stdin), command)
-
-
-def _stdin_inputs(reader, command):
-    try:
-        for number, text in reader:
-            yield reader.where(number), text
-    except ValueError as error:
-        raise SystemExit(f"{command}: {error}") from None
-
-
 def _batches(inputs, batch_size, ready):
     """Lists of at most `batch_size` inputs; a shorter one when `ready()` says
     the next input would have to be waited for (a writer that waits for the
@@ -276,10 +246,10 @@ def translate(
     """
     check_positive_int("batch_size", batch_size)
     if sentences:
-        inputs, ready = read_inputs(sentences), lambda: True
+        inputs, ready = read_inputs(sentences, "translate"), lambda: True
     else:
         reader = LineReader(sys.stdin)
-        inputs, ready = _stdin_inputs(reader, "translate"), reader.ready
+        inputs, ready = read_inputs(None, "translate", reader), reader.ready
     translator, _ = load_run(run_dir)
     if method == "beam":
         _check_beam_width(translator, beam_width, "translate")
