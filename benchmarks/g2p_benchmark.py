@@ -42,6 +42,8 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(__file__))
 import _report  # noqa: E402
 
+from keras_attention.error_rates import ErrorRates  # noqa: E402
+
 VARIANTS = ("float32", "float16", "int8")
 PUBLISHED = [
     ("Bisani & Ney 2008, joint-sequence model", "24.5", "5.9"),
@@ -128,16 +130,20 @@ def main(argv=None):
     if args.limit:
         test = dict(list(test.items())[: args.limit])
     words = list(test)
+
+    def score(predictions, lexicon):  # WER, PER (%) and their counts
+        return ErrorRates.of(predictions, lexicon, g2p.SCORE_NAMES).as_dict()
+
     generator = g2p.make_generator(model)
     scores, seconds = {}, {}
     tick = time.perf_counter()
     keras_greedy = g2p.pronounce_words(generator, vocab, words, progress=True)
     seconds["greedy"] = time.perf_counter() - tick
-    scores["Keras greedy"] = g2p.score(keras_greedy, test)
+    scores["Keras greedy"] = score(keras_greedy, test)
     tick = time.perf_counter()
     beam = g2p.pronounce_words(generator, vocab, words, beam_width=args.beam_width, progress=True)
     seconds["beam"] = time.perf_counter() - tick
-    scores[f"Keras beam {args.beam_width}"] = g2p.score(beam, test)
+    scores[f"Keras beam {args.beam_width}"] = score(beam, test)
 
     export_dir = args.export_dir or os.path.join(args.run_dir, "export")
     manifest_path = os.path.join(export_dir, "tflite", "g2p.json")
@@ -157,7 +163,7 @@ def main(argv=None):
         predictions = {}
         for word in words:
             predictions[word] = lite[variant](word)
-        scores[f"TFLite {variant} greedy"] = g2p.score(predictions, test)
+        scores[f"TFLite {variant} greedy"] = score(predictions, test)
         mismatches[variant] = sum(predictions[w] != keras_greedy[w] for w in words)
         print(f"TFLite {variant}: {mismatches[variant]} of {len(words)} words differ from Keras")
     keras_path = os.path.join(args.run_dir, "model.keras")
@@ -180,7 +186,7 @@ def main(argv=None):
     g2p_en, g2p_en_size = g2p_en_pronouncer(args.g2p_en_path)
     if g2p_en is not None:
         predictions = {w: g2p_en(w) for w in words}
-        scores["g2p-en 2.1.0 (neural predictor)"] = g2p.score(predictions, test)
+        scores["g2p-en 2.1.0 (neural predictor)"] = score(predictions, test)
         sizes["g2p-en 2.1.0 (neural predictor)"] = g2p_en_size
         latency["g2p-en 2.1.0 (neural predictor)"] = median_ms(g2p_en, timed)
 

@@ -21,7 +21,6 @@ of phones per word.
 """
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -42,19 +41,23 @@ from keras_attention import Seq2SeqGenerator  # noqa: E402
 from keras_attention import SmoothedSparseCrossentropy  # noqa: E402
 from keras_attention import plots  # noqa: E402
 from keras_attention import training  # noqa: E402
+from keras_attention.cli_types import comma_separated  # noqa: E402
 from keras_attention.cli_types import non_negative_int  # noqa: E402
 from keras_attention.cli_types import positive_int  # noqa: E402
 from keras_attention.cli_types import unit_interval  # noqa: E402
-from keras_attention.error_rates import ErrorRates  # noqa: E402
 from keras_attention.error_rates import error_rate_table  # noqa: E402
-from keras_attention.error_rates import error_rates_by_length  # noqa: E402
+from keras_attention.error_rates import plot_error_rates_by_length  # noqa: E402
+from keras_attention.error_rates import score_decodings  # noqa: E402
 from keras_attention.file_hash import sha256_of  # noqa: E402
 from keras_attention.generation import EnsembleGenerator  # noqa: E402
 from keras_attention.generation import decode_batches  # noqa: E402
 from keras_attention.generation.search_defaults import BEAM_WIDTH  # noqa: E402
+from keras_attention.generation.search_defaults import MAX_SOURCE_LENGTH  # noqa: E402
 from keras_attention.line_reader import LineReader  # noqa: E402
+from keras_attention.line_reader import read_inputs  # noqa: E402
 from keras_attention.model_file import ModelFileError  # noqa: E402
 from keras_attention.symbol_vocabulary import SymbolVocabulary  # noqa: E402
+from keras_attention.training.atomic import write_json  # noqa: E402
 
 # The files of ../shared/data/cmudict and their sha256 (see the README there).
 SHA256 = {
@@ -110,48 +113,36 @@ LENGTH_BUCKETS = ((1, 4), (5, 6), (7, 8), (9, 10), (11, 12), (13, 22))
 def read_cmudict(path, expected_sha256=None):
     """Reads a CMUdict file: {WORD: [phones, ...]} in file order.
 
-    Each line is `WORD␠␠PH PH PH` (CRLF or LF line endings); a word with
-    several pronunciations has several lines and gets a list of several
-    tuples, in file order, without duplicates.
+    Each line is `WORD␠␠PH PH PH` in ASCII (CRLF or LF line endings,
+    `LineReader`); a word with several pronunciations has several lines and
+    gets a list of several tuples, in file order, without duplicates.
 
     Raises:
         FileNotFoundError: `path` does not exist (the message names it).
         ValueError: the file's sha256 differs from `expected_sha256`, or a line
-            is malformed; the message names the file (and the line number).
+            is malformed; the message names the file (and the line).
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"CMUdict file not found: {path}")
-    if expected_sha256 is not None:
-        actual = sha256_of(path)
-        if actual != expected_sha256:
-            raise ValueError(
-                f"{path}: sha256 {actual} differs from the expected {expected_sha256}; "
-                "the file is altered or another version (see the README beside it)"
-            )
-    with open(path, "rb") as f:
-        data = f.read()
+    if expected_sha256 is not None and sha256_of(path) != expected_sha256:
+        raise ValueError(
+            f"{path}: sha256 {sha256_of(path)} differs from the expected {expected_sha256}; "
+            "the file is altered or another version (see the README beside it)"
+        )
     lexicon = {}
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        if not raw and number == data.count(b"\n") + 1:
-            break  # the empty string after the last line ending
-        try:
-            line = raw.decode("ascii")
-        except UnicodeDecodeError as error:
-            raise ValueError(
-                f"{path}:{number}: not ASCII (byte {error.start}): {raw[:60]!r}"
-            ) from None
-        word, sep, phones = line.partition("  ")
-        phones = phones.split()
-        if not sep or not word or not phones or " " in word or "\t" in line:
-            raise ValueError(
-                f"{path}:{number}: expected 'WORD  PH PH ...' (two spaces after the "
-                f"word, phones separated by one space), got {line[:80]!r}"
-            )
-        pronunciations = lexicon.setdefault(word, [])
-        if tuple(phones) not in pronunciations:
-            pronunciations.append(tuple(phones))
+    with open(path, "rb") as file:
+        reader = LineReader(file, name=path)
+        for number, line in reader:  # ValueError naming the line if not UTF-8
+            word, sep, phones = line.partition("  ")
+            phones = phones.split()
+            if not (line.isascii() and sep and word and phones) or " " in word or "\t" in line:
+                raise ValueError(
+                    f"{reader.where(number)}: expected 'WORD  PH PH ...' in ASCII (two spaces "
+                    f"after the word, phones separated by one space), got {line[:80]!r}"
+                )
+            pronunciations = lexicon.setdefault(word, [])
+            if tuple(phones) not in pronunciations:
+                pronunciations.append(tuple(phones))
     return lexicon
 
 
@@ -168,7 +159,6 @@ class Vocabulary:
         self.source = SymbolVocabulary(graphemes, 1, kind="character")  # 0: padding
         self.target = SymbolVocabulary(phones, len(PHONE_SPECIALS), END, kind="phone")
         self.graphemes, self.phones = self.source.symbols, self.target.symbols
-        self.unknown_characters = self.source.unknown
         self.encode_phones = self.target.encode
         self.decode_phones = self.target.decode  # up to END (excluded), specials dropped
 
@@ -200,12 +190,6 @@ def training_pairs(lexicon, vocab):
         for pron in prons:
             pairs.append((source, vocab.encode_phones(pron)))
     return pairs
-
-
-def as_dataset(pairs, batch_size, seed):
-    """The training batches, reshuffled every epoch: `((graphemes, START +
-    phones), phones + END)` of similar lengths (`training.length_bucketed_dataset`)."""
-    return training.length_bucketed_dataset(pairs, batch_size, seed, START, END)
 
 
 # ------------------------------------------------------------------- model
@@ -281,14 +265,6 @@ def build_model(
     return keras.Model([graphemes, phones_in], logits, name="g2p")
 
 
-def attention_layer(model):
-    """The attention layer inside the model's decoder."""
-    for layer in model.layers:
-        if isinstance(layer, (BahdanauDecoder, LuongDecoder)):
-            return layer.attention
-    raise ValueError(f"The model {model.name!r} has no BahdanauDecoder or LuongDecoder")
-
-
 def make_generator(model, monotonic_mode="hard"):
     """The greedy/beam generator of a trained model.
 
@@ -296,24 +272,19 @@ def make_generator(model, monotonic_mode="hard"):
     position per step, never moving back: the streaming decoder); "soft"
     decodes with the expected alignment it was trained on.
     """
-    layer = attention_layer(model)
-    if isinstance(layer, BahdanauMonotonicAttention):
-        layer.mode = {"hard": "hard", "soft": "parallel"}[monotonic_mode]
+    for layer in model.layers:  # the decoder's attention
+        if isinstance(getattr(layer, "attention", None), BahdanauMonotonicAttention):
+            layer.attention.mode = {"hard": "hard", "soft": "parallel"}[monotonic_mode]
     return Seq2SeqGenerator.from_model(model, start_id=START, end_id=END)
 
 
 # ------------------------------------------------------------------ scoring
 
 
-# WER and PER as published: a word is wrong when its phones match none of its
-# pronunciations; PER sums the edit distances to the closest one.
+# WER and PER as published (`keras_attention.error_rates`): a word is wrong when
+# its phones match none of its pronunciations; PER sums the edit distances to
+# the closest one.
 SCORE_NAMES = ("word", "phone", "wer", "per")
-
-
-def score(predictions, lexicon):
-    """WER, PER (%) and their counts: `wer`, `per`, `words`, `wrong_words`,
-    `phone_errors`, `reference_phones` ({word: phones} against the lexicon)."""
-    return ErrorRates.of(predictions, lexicon, SCORE_NAMES).as_dict()
 
 
 # --------------------------------------------------------------- decoding
@@ -341,14 +312,8 @@ def train(args):
         lexicon = {w: lexicon[w] for w in words}
     config = {"split": args.split, "train_file": train_name, "max_epochs": args.epochs}
     config.update({name: getattr(args, name) for name in MODEL_OPTIONS + TRAINING_OPTIONS})
-    run = training.TrainingRun(
-        args.run_dir,
-        config,
-        files=RUN_FILES,
-        overwrite=args.overwrite,
-        option_defaults=OLDER_RECIPE,
-        mixed_precision=args.mixed_precision,
-        distribution=args.distribution,
+    run = training.TrainingRun.from_args(
+        args, config, files=RUN_FILES, option_defaults=OLDER_RECIPE
     )
     if run.finished():  # of this recipe: another one is refused, naming the options
         print(f"{args.run_dir} has finished training; nothing to do")
@@ -380,17 +345,16 @@ def _train_in(run, args, lexicon, vocab, train_name):
         return model
 
     steps_per_epoch = args.steps_per_epoch or math.ceil(len(pairs) / args.batch_size)
-    budget = training.TimeBudget(
+    budget = run.time_budget(  # decays the rate over the budget or the epochs, progress.json
         args.max_minutes * 60,
         args.learning_rate,
         args.learning_rate / 30,
-        os.path.join(args.run_dir, "progress.json"),
         warmup_steps=10 if args.quick else 300,
         total_steps=args.epochs * steps_per_epoch,
     )
-    budget.keep_epochs(run.initial_epoch)
     started = time.perf_counter()
-    dataset = as_dataset(pairs, args.batch_size, args.seed)
+    # ((graphemes, START + phones), phones + END) of similar lengths, reshuffled every epoch.
+    dataset = training.length_bucketed_dataset(pairs, args.batch_size, args.seed, START, END)
     if args.steps_per_epoch:  # shorter "epochs": the budget is checked more often
         dataset = dataset.repeat()
     # The run backs up every epoch (weights, optimizer, progress), keeps
@@ -424,13 +388,19 @@ RUN_FILES = ("vocab.json", "progress.json")
 OLDER_RECIPE = {"sigmoid_noise": 1.0, "score_bias_init": -1.0, "label_smoothing": 0.0}
 
 
-def load_run(run_dir):
-    """(model, vocabulary, config) of a trained run folder; one line if it is not one."""
+def load_runs(run_dirs):
+    """[(model, vocabulary, config)] of trained run folders that decode as one
+    (one vocabulary, one split); one line if one is not such a run."""
     try:
-        model, config, (vocab,) = training.TrainingRun.load(run_dir, files=("vocab.json",))
+        runs = training.TrainingRun.load_ensemble(run_dirs, ("vocab.json",), same=("split",))
     except (training.RunFolderError, ModelFileError) as error:
         raise SystemExit(str(error)) from None
-    return model, Vocabulary.from_json(vocab), config
+    return [(model, Vocabulary.from_json(vocab), config) for model, config, (vocab,) in runs]
+
+
+def load_run(run_dir):
+    """(model, vocabulary, config) of a trained run folder."""
+    return load_runs([run_dir])[0]
 
 
 def save_alignment_plot(path, generator, vocab, words, title):
@@ -449,64 +419,35 @@ def save_alignment_plot(path, generator, vocab, words, title):
 
 
 def evaluate(args):
-    model, vocab, config = load_run(args.run_dir)
+    runs = [args.run_dir, *(args.ensemble or ())]
+    loaded = load_runs(runs)
+    _, vocab, config = loaded[0]
     split = args.split or config["split"]
     name = SPLITS[split][1]
     lexicon = read_split(args.data_dir, name)
     if args.limit:
         lexicon = dict(list(lexicon.items())[: args.limit])
-    generator = make_generator(model, args.monotonic_mode)
-    runs = [args.run_dir]
-    if args.ensemble:
-        generators = [generator]
-        for run_dir in args.ensemble:
-            member, member_vocab, member_config = load_run(run_dir)
-            if member_vocab.to_json() != vocab.to_json():
-                raise SystemExit(
-                    f"evaluate: {run_dir} has another vocabulary than {args.run_dir} "
-                    "(vocab.json): an ensemble's runs must share one"
-                )
-            if member_config["split"] != config["split"]:
-                raise SystemExit(
-                    f"evaluate: {run_dir} was trained for the {member_config['split']} split "
-                    f"and {args.run_dir} for the {config['split']} split: an ensemble's "
-                    "runs must be trained on the same file"
-                )
-            generators.append(make_generator(member, args.monotonic_mode))
-            runs.append(run_dir)
-        generator = EnsembleGenerator(generators)
+    generators = [make_generator(model, args.monotonic_mode) for model, _, _ in loaded]
+    generator = generators[0] if len(runs) == 1 else EnsembleGenerator(generators)
     print(f"Evaluating {' + '.join(runs)} on {name} ({len(lexicon):,} words)")
     decodings = {"greedy": None}
     if args.beam_width:
         decodings[f"beam {args.beam_width}"] = args.beam_width
-    results = {"split": split, "file": name, "words": len(lexicon), "runs": runs}
-    by_length = {}
-    for label, width in decodings.items():
-        tick = time.perf_counter()
-        predictions = pronounce_words(
-            generator, vocab, lexicon, beam_width=width, progress=args.verbose > 0
-        )
-        rates = ErrorRates.of(predictions, lexicon, SCORE_NAMES)
-        result = results[label] = rates.as_dict()
-        result["seconds"] = round(time.perf_counter() - tick, 1)
-        rows = error_rates_by_length(predictions, lexicon, LENGTH_BUCKETS, SCORE_NAMES)
-        by_length[label] = rows
-        result["by_length"] = [
-            {"letters": list(bucket), **s.as_dict()} for bucket, s in rows if s is not None
-        ]
-        print(rates.summary(label) + f" in {result['seconds']:.0f} s")
+    scores, by_length = score_decodings(
+        lambda width: pronounce_words(generator, vocab, lexicon, width, args.verbose > 0),
+        lexicon,
+        decodings,
+        LENGTH_BUCKETS,
+        SCORE_NAMES,
+        unit="letters",
+        report=print,
+    )
+    results = {"split": split, "file": name, "words": len(lexicon), "runs": runs, **scores}
     print()
     print(error_rate_table(by_length, "letters"))
     if args.plot:
-        series = {
-            f"{name} WER": (
-                [f"{lo}-{hi}" for (lo, hi), s in rows if s],
-                [s.sequence_error_rate for _, s in rows if s],
-            )
-            for name, rows in by_length.items()
-        }
         title = f"CMUdict {split}: WER by word length"
-        plots.plot_lines(args.plot, series, "word length (letters)", "word error rate (%)", title)
+        plot_error_rates_by_length(args.plot, by_length, "word length (letters)", title)
         print(f"Saved the plot to {args.plot}")
     if args.alignments:
         words = [w.strip() for w in args.alignments.split(",") if w.strip()]
@@ -516,8 +457,7 @@ def evaluate(args):
         print(f"Saved the alignments to {args.alignment_plot}")
     ensemble = f"_ensemble{len(runs)}" if len(runs) > 1 else ""
     out = args.json or os.path.join(args.run_dir, f"eval_{split}{ensemble}.json")
-    with open(out, "w") as f:
-        json.dump(results, f, indent=1)
+    write_json(out, results)  # whole or not at all
     return results
 
 
@@ -530,38 +470,17 @@ def alignment_title(config, args, models=1):
     return title
 
 
-def read_words(words, stream):
-    """[(where, word)]: the arguments, or one word per line of `stream`
-    (`LineReader`: a line ends at a line feed only; ValueError naming the
-    line for bytes that are not UTF-8)."""
-    if words:
-        return [(f"argument {i}", w) for i, w in enumerate(words, start=1)]
-    return [(f"line {i}", line.strip()) for i, line in LineReader(stream)]
-
-
 def pronounce(args, stream=None, out=None):
-    stream = sys.stdin if stream is None else stream
     out = sys.stdout if out is None else out
-    try:
-        entries = read_words(args.words, stream)
-    except ValueError as error:
-        raise SystemExit(f"pronounce: {error}") from None
+    reader = LineReader(sys.stdin if stream is None else stream)
+    inputs = read_inputs(args.words, "pronounce", reader)  # a line ends at a line feed
+    entries = [(where, word.strip()) for where, word in inputs]
     model, vocab, _ = load_run(args.run_dir)
-    # Every word is checked before any is pronounced: no half-printed output.
-    for where, word in entries:
-        if not word:
-            continue
-        unknown = vocab.unknown_characters(word.upper())
-        if unknown:
-            raise SystemExit(
-                f"pronounce: {where}: the word {word!r} has characters outside the "
-                f"vocabulary: {''.join(unknown)!r} (known: A-Z and ', any case)"
-            )
-        if len(word) > 512:
-            raise SystemExit(
-                f"pronounce: {where}: the word {word[:20]!r}... has {len(word)} letters, "
-                "more than the 512 a source may have"
-            )
+    for where, word in entries:  # every word checked before any is pronounced
+        try:
+            vocab.source.encode(word.upper(), "word", max_length=MAX_SOURCE_LENGTH)
+        except ValueError as error:
+            raise SystemExit(f"pronounce: {where}: {error}") from None
     generator = make_generator(model, args.monotonic_mode)
     words = [w.upper() for _, w in entries if w]
     phones = pronounce_words(generator, vocab, words, beam_width=args.beam_width) if words else {}
@@ -591,11 +510,6 @@ def export_run(args):
             "task": "grapheme-to-phoneme (CMUdict 0.7b, ARPAbet without stress)",
             "graphemes": vocab.graphemes,
             "phones": vocab.phones,
-            "source_vocab_size": len(vocab.graphemes),
-            "target_vocab_size": len(vocab.phones),
-            "pad_id": PAD,
-            "start_id": START,
-            "end_id": END,
             "input": "upper-case the word, map each character to its index in `graphemes` "
             "(the model does not check ids: refuse a character that is not there)",
             "output": "phones[id] for each id up to end_id; ids below 3 are not phones",
@@ -651,10 +565,16 @@ def parse_args(argv):
         intra_op_threads=1,
     )
 
-    p = commands.add_parser(
-        "evaluate", help="WER and PER, greedy and beam", formatter_class=formatter
-    )
-    p.add_argument("--run-dir", required=True)
+    run = argparse.ArgumentParser(add_help=False)  # the options of a trained run's commands
+    run.add_argument("--run-dir", required=True)
+    run.add_argument("--monotonic-mode", choices=("hard", "soft"), default="hard")
+
+    def command(name, help, **kwargs):
+        return commands.add_parser(
+            name, help=help, parents=[run], formatter_class=formatter, **kwargs
+        )
+
+    p = command("evaluate", "WER and PER, greedy and beam")
     p.add_argument("--data-dir", default=default_data)
     p.add_argument("--split", choices=sorted(SPLITS), help="default: the run's")
     p.add_argument("--beam-width", type=non_negative_int, default=BEAM_WIDTH, help="0: greedy")
@@ -662,37 +582,29 @@ def parse_args(argv):
     p.add_argument("--plot", help="save WER by word length to this PNG")
     p.add_argument("--alignments", help="comma-separated words whose attention to plot")
     p.add_argument("--alignment-plot", default="g2p_alignments.png")
-    p.add_argument("--monotonic-mode", choices=("hard", "soft"), default="hard")
     p.add_argument("--ensemble", nargs="+", metavar="RUN", help="more runs decoding as one")
     p.add_argument("--json", help="the scores' file (default: RUN/eval_SPLIT[_ensembleN].json)")
     p.add_argument("--verbose", type=int, default=1, help="0: no progress bar")
 
-    p = commands.add_parser(
+    p = command(
         "pronounce",
-        help="phones of words (arguments, or one per line on stdin)",
-        formatter_class=formatter,
+        "phones of words (arguments, or one per line on stdin)",
         description="One line of space-separated phones per word, in order; a blank "
         "line in gives a blank line out; any case; a word with a character other "
         "than A-Z and ' is an error naming it, before anything is printed.",
     )
-    p.add_argument("--run-dir", required=True)
     p.add_argument("words", nargs="*", help="words (default: read stdin)")
     p.add_argument("--beam-width", type=positive_int, help="beam search (default: greedy)")
-    p.add_argument("--monotonic-mode", choices=("hard", "soft"), default="hard")
 
-    p = commands.add_parser(
-        "export", help="SavedModel and TFLite float32/float16/int8", formatter_class=formatter
-    )
-    p.add_argument("--run-dir", required=True)
+    p = command("export", "SavedModel and TFLite float32/float16/int8")
     p.add_argument("out", help="output folder: saved_model/ and tflite/ (with g2p.json)")
     p.add_argument(
         "--variants",
-        type=lambda s: [v for v in s.split(",") if v],
+        type=comma_separated(("float32", "float16", "int8")),
         default=["float32", "float16", "int8"],
-        help="comma-separated: float32, float16, int8",
+        help="comma-separated",
     )
     p.add_argument("--beam-width", type=positive_int, default=BEAM_WIDTH)
-    p.add_argument("--monotonic-mode", choices=("hard", "soft"), default="hard")
     p.add_argument("--source-length", type=positive_int, help="a static input length (browser)")
 
     args = parser.parse_args(argv)
@@ -700,10 +612,6 @@ def parse_args(argv):
         args.embedding_dim, args.encoder_units, args.units = 16, 32, 32
         args.encoder_layers, args.epochs, args.batch_size = 1, 12, 32
         args.learning_rate = 5e-3
-    if args.command == "export":
-        bad = sorted(set(args.variants) - {"float32", "float16", "int8"})
-        if bad:
-            parser.error(f"--variants: unknown {', '.join(bad)}; choose float32, float16, int8")
     return args
 
 

@@ -60,14 +60,17 @@ def test_reader_keeps_every_pronunciation_in_file_order(g2p, tmp_path, newline):
 )
 def test_a_malformed_line_is_an_error_naming_file_and_line(g2p, tmp_path, line):
     path = write(tmp_path / "bad", f"A  AH\nB  B IY\n{line}\nC  S IY\n")
-    with pytest.raises(ValueError, match=rf"{path}:3: expected 'WORD  PH PH \.\.\.'"):
+    with pytest.raises(ValueError, match=rf"^line 3 of {path}: expected 'WORD  PH PH \.\.\.'"):
         g2p.read_cmudict(str(path))
 
 
 def test_a_non_ascii_line_is_an_error_naming_file_and_line(g2p, tmp_path):
     path = tmp_path / "latin1"
     path.write_bytes(b"A  AH\r\nCAF\xc9  K AE F EY\r\n")
-    with pytest.raises(ValueError, match=rf"{path}:2: not ASCII"):
+    with pytest.raises(ValueError, match=rf"^line 2 of {path} is not valid UTF-8 \(byte 0xc9"):
+        g2p.read_cmudict(str(path))
+    path.write_bytes("A  AH\nB  B IY\nCAFÉ  K AE F EY\n".encode())  # UTF-8, not ASCII
+    with pytest.raises(ValueError, match=rf"^line 3 of {path}: expected .* in ASCII"):
         g2p.read_cmudict(str(path))
 
 
@@ -111,10 +114,15 @@ def test_the_standard_split_has_the_sizes_of_its_readme(g2p):
 # ------------------------------------------------------------------ batches
 
 
+def batched(g2p, pairs):
+    """The example's training batches of `pairs`, two at a time."""
+    return g2p.training.length_bucketed_dataset(pairs, 2, 0, g2p.START, g2p.END)
+
+
 def test_batches_pair_start_phones_with_phones_end(g2p):
     vocab = g2p.Vocabulary(["<pad>", "A", "B"], g2p.PHONE_SPECIALS + ["AH", "B"])
     pairs = [([1], [3]), ([1, 2], [3, 4]), ([2, 2, 1], [4, 4, 3]), ([2], [4])]
-    batches = [((s.numpy(), d.numpy()), t.numpy()) for (s, d), t in g2p.as_dataset(pairs, 2, 0)]
+    batches = [((s.numpy(), d.numpy()), t.numpy()) for (s, d), t in batched(g2p, pairs)]
     assert sum(len(b[1]) for b in batches) == 4
     for (source, decoder_input), target in batches:
         for row in range(len(source)):
@@ -178,14 +186,30 @@ def test_pronounce_gives_phones_of_the_vocabulary(g2p, run_dir):
 
 @pytest.mark.parametrize(
     "words, stdin, where",
-    [(["fine", "Zoë"], "", "argument 2"), ([], "ok\n\nwell-known\n", "line 3")],
+    [(["fine", "Zoë"], "", "argument 2"), ([], "ok\n\nwell-known\n", "line 3 of standard input")],
 )
 def test_pronounce_refuses_a_word_with_unknown_characters_naming_it(
     g2p, run_dir, words, stdin, where
 ):
     bad = words[-1] if words else "well-known"
-    with pytest.raises(SystemExit, match=rf"{where}: the word '{bad}' has characters outside"):
+    message = rf"^pronounce: {where}: The word '{bad.upper()}' has characters outside"
+    with pytest.raises(SystemExit, match=message):
         pronounce(g2p, run_dir, words=words, stdin=stdin)
+
+
+def test_pronounce_refuses_a_word_longer_than_a_source_may_be(g2p, run_dir):
+    long = "a" * 513
+    message = (
+        r"^pronounce: argument 2: The word 'A{40}'\.\.\. has 513 characters, more than the 512"
+    )
+    with pytest.raises(SystemExit, match=message):
+        pronounce(g2p, run_dir, words=["fine", long])
+
+
+def test_pronounce_from_the_command_line_prints_to_standard_output(g2p, run_dir, capsys):
+    g2p.main(["pronounce", "--run-dir", str(run_dir), "keras", "a"])
+    printed = capsys.readouterr().out
+    assert printed == pronounce(g2p, run_dir, words=["keras", "a"]) and printed.count("\n") == 2
 
 
 def test_evaluate_prints_scores_and_the_length_table(g2p, run_dir, tmp_path, capsys):
@@ -319,7 +343,8 @@ def test_label_smoothing_is_the_loss_the_model_trains_and_keeps(g2p, tmp_path):
     lexicon = g2p.read_split(str(DATA), "cmudict-0.7b.test")
     words = list(lexicon)[::1999][:6]
     pairs = g2p.training_pairs({w: lexicon[w] for w in words}, vocab)
-    (source, phones_in), target = next(iter(g2p.as_dataset(pairs, len(pairs), seed=0)))
+    batches = g2p.training.length_bucketed_dataset(pairs, len(pairs), 0, g2p.START, g2p.END)
+    (source, phones_in), target = next(iter(batches))
     assert np.any(target.numpy() == 0)  # words of several lengths: padded targets
     logits = model([source, phones_in], training=False)
     loss = float(model.loss(target, logits))
@@ -460,12 +485,12 @@ def test_evaluate_refuses_an_ensemble_of_another_vocabulary_or_split(g2p, run_di
     vocab[key][3], vocab[key][4] = vocab[key][4], vocab[key][3]
     (other / "vocab.json").write_text(json.dumps(vocab))
     argv = ["evaluate", "--run-dir", str(run_dir), "--data-dir", str(DATA), "--limit", "5"]
-    with pytest.raises(SystemExit, match=rf"{other} has another vocabulary than {run_dir}"):
+    with pytest.raises(SystemExit, match=rf"^{other} has another vocab.json than {run_dir}"):
         g2p.main([*argv, "--ensemble", str(other)])
     dev = tmp_path / "dev"
     shutil.copytree(run_dir, dev)
     config = json.loads((dev / "config.json").read_text())
     config["split"] = "dev"
     (dev / "config.json").write_text(json.dumps(config))
-    with pytest.raises(SystemExit, match=rf"{dev} was trained for the dev split"):
+    with pytest.raises(SystemExit, match=rf"^{dev} was trained with split 'dev' and {run_dir}"):
         g2p.main([*argv, "--ensemble", str(dev)])
