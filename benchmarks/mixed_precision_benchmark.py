@@ -321,10 +321,14 @@ def main(argv=None):
     if args.write:
         import _report
 
+        machine = _report.machine_description()
+        if not args.data_parallel and "no GPU" in machine:
+            # A CPU's figures beside an accelerator's, not in place of them.
+            title = f"{SECTION} on a CPU"
         body = "\n\n".join(
             [
                 f"Command: `{_report.command_line()}`  \n"
-                f"Machine: {_report.machine_description()}; {_report.versions()}  \n"
+                f"Machine: {machine}; {_report.versions()}  \n"
                 f"Date: {_report.today()}, revision {_report.git_revision()}; "
                 f"wall time {wall:.0f} s.",
                 what,
