@@ -104,13 +104,17 @@ def random_data(args, steps):
 
 
 def timed_steps(model, args):
-    """Tokens per second of `args.steps` steps, after `args.warmup` untimed ones."""
+    """(tokens per second, tokens per CPU second) of `args.steps` steps, after
+    `args.warmup` untimed ones. The CPU time is the process's, all its threads
+    (on a CPU, the work done: a host that stalls its guests at a fixed rate
+    moves the wall clock, not this; on a GPU, the host's side only)."""
     x, y, _ = random_data(args, args.warmup)
     model.fit(x, y, batch_size=args.batch_size, epochs=1, shuffle=False, verbose=0)
     x, y, tokens = random_data(args, args.steps)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     model.fit(x, y, batch_size=args.batch_size, epochs=1, shuffle=False, verbose=0)
-    return tokens / (time.perf_counter() - started)
+    cpu = time.process_time() - cpu_started
+    return tokens / (time.perf_counter() - started), tokens / cpu
 
 
 def first_step_loss(model, args):
@@ -137,11 +141,13 @@ def policies_worker(args):
             models[policy] = build_model(args)
         finally:
             keras.config.set_dtype_policy("float32")
-        results[policy] = {"speeds": []}
+        results[policy] = {"speeds": [], "cpu_speeds": []}
     for _ in range(args.rounds):  # interleaved: every policy once per round
         for policy, model in models.items():
-            results[policy]["speeds"].append(timed_steps(model, args))
-            print(f"  {policy}: {results[policy]['speeds'][-1]:,.0f} tokens/s", flush=True)
+            speed, cpu_speed = timed_steps(model, args)
+            results[policy]["speeds"].append(speed)
+            results[policy]["cpu_speeds"].append(cpu_speed)
+            print(f"  {policy}: {speed:,.0f} tokens/s, {cpu_speed:,.0f} per CPU s", flush=True)
     return results
 
 
@@ -160,7 +166,7 @@ def data_parallel_worker(args):
         loss = first_step_loss(model, args)
         speeds = []
         for _ in range(args.rounds):
-            speeds.append(timed_steps(model, args))
+            speeds.append(timed_steps(model, args)[0])
             print(f"  {devices} devices: {speeds[-1]:,.0f} tokens/s", flush=True)
     return {"devices": devices, "speeds": speeds, "loss": loss}
 
@@ -195,23 +201,30 @@ def forwarded(argv):
 
 def policy_table(results):
     lines = [
-        "| backend | policy | tokens/s (median) | rounds | × float32 |",
-        "|---|---|---:|---|---:|",
+        "| backend | policy | tokens/s (median) | rounds | × float32 "
+        "| tokens per CPU s (median) | × float32 (CPU) |",
+        "|---|---|---:|---|---:|---:|---:|",
     ]
     for backend, by_policy in results.items():
         if "failed" in by_policy:
-            lines.append(f"| {backend} | — | failed: {by_policy['failed']} | | |")
+            lines.append(f"| {backend} | — | failed: {by_policy['failed']} | | | | |")
             continue
         base = by_policy.get("float32", {}).get("speeds")
+        cpu_base = by_policy.get("float32", {}).get("cpu_speeds")
         for policy, result in by_policy.items():
             if "refused" in result:
                 reason = result["refused"].split(". The runtime said")[0]
-                lines.append(f"| {backend} | {policy} | refused: {reason} | | |")
+                lines.append(f"| {backend} | {policy} | refused: {reason} | | | | |")
                 continue
             median = statistics.median(result["speeds"])
             rounds = ", ".join(f"{v:,.0f}" for v in result["speeds"])
             ratio = f"{median / statistics.median(base):.2f}×" if base else "—"
-            lines.append(f"| {backend} | {policy} | {median:,.0f} | {rounds} | {ratio} |")
+            cpu = statistics.median(result["cpu_speeds"])
+            cpu_ratio = f"{cpu / statistics.median(cpu_base):.2f}×" if cpu_base else "—"
+            lines.append(
+                f"| {backend} | {policy} | {median:,.0f} | {rounds} | {ratio} "
+                f"| {cpu:,.0f} | {cpu_ratio} |"
+            )
     return "\n".join(lines)
 
 
@@ -312,7 +325,10 @@ def main(argv=None):
         what = (
             f"{sizes(args)}. Each backend in a process of its own, the policies "
             "interleaved within it; the logits Dense in float32. A policy the device "
-            "cannot train in (`keras_attention.precision.check_policy`) is shown refused."
+            "cannot train in (`keras_attention.precision.check_policy`) is shown refused. "
+            "Tokens per CPU s divides by the process's CPU time, all its threads: on a "
+            "CPU the steadier measure where the host stalls its guests at a fixed rate; "
+            "on a GPU it counts the host's side only."
         )
     wall = time.perf_counter() - started
     print()
