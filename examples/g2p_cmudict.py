@@ -124,9 +124,10 @@ def read_cmudict(path, expected_sha256=None):
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"CMUdict file not found: {path}")
-    if expected_sha256 is not None and sha256_of(path) != expected_sha256:
+    actual = None if expected_sha256 is None else sha256_of(path)
+    if actual != expected_sha256:
         raise ValueError(
-            f"{path}: sha256 {sha256_of(path)} differs from the expected {expected_sha256}; "
+            f"{path}: sha256 {actual} differs from the expected {expected_sha256}; "
             "the file is altered or another version (see the README beside it)"
         )
     lexicon = {}

@@ -81,7 +81,6 @@ class SymbolVocabulary:
                 symbols) and those symbols (and the known ones, if 100 or
                 fewer), or its length.
         """
-        shown = repr(sequence[:40]) + ("..." if len(sequence) > 40 else "")
         unknown = self.unknown(sequence)
         if unknown:
             characters = all(isinstance(s, str) and len(s) == 1 for s in self.ids)
@@ -90,11 +89,12 @@ class SymbolVocabulary:
                 unknown, known = "".join(unknown), "".join(known)
             note = f" (known: {known!r})" if len(self.ids) <= 100 else ""
             raise ValueError(
-                f"The {name} {shown} has {self.kind}s outside the vocabulary: {unknown!r}{note}"
+                f"The {name} {_shown(sequence)} has {self.kind}s outside the vocabulary: "
+                f"{unknown!r}{note}"
             )
         if max_length is not None and len(sequence) > max_length:
             raise ValueError(
-                f"The {name} {shown} has {len(sequence)} {self.kind}s, more than the "
+                f"The {name} {_shown(sequence)} has {len(sequence)} {self.kind}s, more than the "
                 f"{max_length} it may have"
             )
         return [self.ids[s] for s in sequence]
@@ -113,3 +113,8 @@ class SymbolVocabulary:
             if i >= self.specials:
                 symbols.append(self.symbols[i])
         return symbols
+
+
+def _shown(sequence):
+    """A sequence in a message: its first 40 symbols, "..." when there are more."""
+    return repr(sequence[:40]) + ("..." if len(sequence) > 40 else "")

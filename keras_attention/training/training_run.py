@@ -469,11 +469,7 @@ class TrainingRun:
                 would not remove it).
         """
         self._check_entered("client_json")
-        if name not in self.files:
-            raise ValueError(
-                f"Invalid value for argument `name`. Expected one of the run's `files` "
-                f"{self.files}. Received: name={name!r}"
-            )
+        self._check_file(name)
         path = self.run_dir / name
         if path.exists():
             return run_folder.read_json(path)
@@ -498,14 +494,17 @@ class TrainingRun:
         from keras_attention.training.time_budget import TimeBudget
 
         self._check_entered("time_budget")
+        self._check_file(name)
+        budget = TimeBudget(budget_s, peak, floor, self.run_dir / name, **options)
+        budget.keep_epochs(self.initial_epoch)
+        return budget
+
+    def _check_file(self, name):
         if name not in self.files:
             raise ValueError(
                 f"Invalid value for argument `name`. Expected one of the run's `files` "
                 f"{self.files}. Received: name={name!r}"
             )
-        budget = TimeBudget(budget_s, peak, floor, self.run_dir / name, **options)
-        budget.keep_epochs(self.initial_epoch)
-        return budget
 
     def _check_entered(self, method):
         if self._lock is None:
