@@ -12,6 +12,7 @@ import csv
 import errno
 import json
 import os
+import warnings
 
 import keras
 import numpy as np
@@ -448,6 +449,29 @@ def test_mixed_precision_builds_the_model_in_the_policy_and_restores_the_global_
     loaded = keras.saving.load_model(run_dir / "model.keras")
     assert loaded.layers[0].compute_dtype == "bfloat16"
     assert precision.reduced_precision_layers(loaded)
+
+
+def test_a_mixed_float16_run_loads_with_its_loss_scale_optimizer_whole(tmp_path):
+    # Loaded under the global float32 policy, the model compiled a plain Adam
+    # and dropped the saved optimizer's state with a warning.
+    try:
+        precision.check_policy("mixed_float16")
+    except PolicyError as error:
+        pytest.skip(str(error))
+    run_dir = tmp_path / "run"
+    trained = _fit(run_dir, mixed_precision="mixed_float16").optimizer
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Skipping variable loading for optimizer"
+        model, config, _ = TrainingRun.load(run_dir)
+    assert keras.config.dtype_policy().name == "float32"
+    assert config["mixed_precision"] == "mixed_float16"
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    # Its state is the trained one: the loss scale, the steps, Adam's moments.
+    loaded, expected = model.optimizer.variables, trained.variables
+    assert len(loaded) == len(expected) > 4
+    for got, want in zip(loaded, expected, strict=True):
+        np.testing.assert_array_equal(got, want, err_msg=want.path)
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) > 0
 
 
 def test_a_float32_run_records_no_policy_and_resumes_as_before(tmp_path):

@@ -390,7 +390,8 @@ class TrainingRun:
     @staticmethod
     def load(run_dir, files=()):
         """`(model, config, contents)` of a run that has trained at least one
-        epoch (finished or not): `model.keras` loaded in safe mode,
+        epoch (finished or not): `model.keras` loaded in safe mode (in the
+        run's mixed-precision policy, so that its optimizer loads whole),
         `config.json`, and the JSON of each of the client's `files`, in order.
 
         Raises:
@@ -406,8 +407,12 @@ class TrainingRun:
                 f"{run_dir} is not a finished run (missing {', '.join(missing)}); "
                 "train it first (at least one epoch)"
             )
-        model = load_model(paths[0])
-        return model, run_folder.read_json(paths[1]), [run_folder.read_json(p) for p in paths[2:]]
+        config = run_folder.read_json(paths[1])
+        # Loaded in the policy it trained in: under mixed_float16 the model
+        # then compiles with its LossScaleOptimizer and gets its state back.
+        with _dtype_policy(config.get("mixed_precision")):
+            model = load_model(paths[0])
+        return model, config, [run_folder.read_json(p) for p in paths[2:]]
 
     @staticmethod
     def load_ensemble(run_dirs, files=(), same=()):
