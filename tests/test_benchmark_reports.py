@@ -467,3 +467,41 @@ def test_g2p_seeds_reports_the_ensemble_of_exactly_these_runs(tmp_path):
         json.dump(scores, f)
     with pytest.raises(SystemExit, match="not of these runs"):
         bench.read_ensemble(runs)
+
+
+def test_mixed_precision_tokens_compares_with_a_float32_build_of_the_same_weights(
+    tmp_path, monkeypatch
+):
+    import keras
+    import numpy as np
+
+    bench = load_script("benchmarks/mixed_precision_tokens.py")
+    g2p = load_script("examples/g2p_cmudict.py")
+    assert bench.spaced(list("abcdefghij"), 4) == ["a", "c", "f", "h"]
+    assert bench.spaced(list("abc"), 0) == bench.spaced(list("abc"), 9) == ["a", "b", "c"]
+    vocab = g2p.Vocabulary(["<pad>", "A", "B", "C"], [*g2p.PHONE_SPECIALS, "AH", "B"])
+    config = {"attention": "bahdanau", "embedding_dim": 4, "encoder_units": 4}
+    config.update(encoder_layers=1, units=6, dropout=0.0, seed=0)
+    config.update(sigmoid_noise=1.0, score_bias_init=-1.0)
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        model = g2p.build_model(len(vocab.graphemes), len(vocab.phones), **config)
+    finally:
+        keras.config.set_dtype_policy("float32")
+    reference = bench.float32_reference(g2p, model, vocab, config)
+    assert {layer.dtype_policy.name for layer in reference.layers} == {"float32"}
+    assert {layer.dtype_policy.name for layer in model.layers} == {"mixed_bfloat16"}
+    for got, want in zip(reference.weights, model.weights, strict=True):
+        np.testing.assert_array_equal(got, want, err_msg=want.path)
+    inputs = [np.array([[1, 2, 3]], "int32"), np.array([[1, 3, 4]], "int32")]
+    # The same function: the outputs differ by bfloat16's rounding only.
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(reference(inputs)),
+        keras.ops.convert_to_numpy(model(inputs)).astype("float32"),
+        atol=0.05,
+    )
+    # A run trained in float32 is refused before anything is computed.
+    monkeypatch.setattr(g2p, "load_run", lambda run_dir: (None, None, {"mixed_precision": None}))
+    monkeypatch.setattr(bench._report, "load_g2p_example", lambda: g2p)
+    with pytest.raises(SystemExit, match="trained in float32: train with --mixed-precision"):
+        bench.main(["--run-dir", str(tmp_path)])
