@@ -165,13 +165,20 @@ def main(argv=None):
         "| model | greedy | beam | ≥ 99 % |",
         "|---|---:|---:|---|",
     ]
-    results = {}
+    results, differing = {}, []
     for name, by_decoding in got.items():
+        for d in decodings:
+            for w in words:
+                if by_decoding[d][w] != expected[d][w]:
+                    ours, theirs = " ".join(by_decoding[d][w]), " ".join(expected[d][w])
+                    differing.append(f"{name} {d}: {w} {ours} (float32 Keras: {theirs})")
         counts = [sum(by_decoding[d][w] == expected[d][w] for w in words) for d in decodings]
         results[name] = counts
         met = "yes" if min(counts) >= TARGET * n else "no"
         met = "—" if name.startswith("Keras") else met  # not an export
         lines.append(f"| {name} | {counts[0]}/{n} | {counts[1]}/{n} | {met} |")
+    lines += ["", "Words that differ:" if differing else "No word differs."]
+    lines += [f"- {line}" for line in differing]
     lines += ["", f"{time.perf_counter() - started:.0f} s in all.  ", *_report.footer_lines()]
     body = "\n".join(lines)
     print("\n" + body)
