@@ -37,7 +37,7 @@ import _report  # noqa: E402
 
 from keras_attention.error_rates import ErrorRates  # noqa: E402
 
-TITLE = "Mixed precision to the device: a trained model's tokens"
+TITLE = "Mixed precision to the device: a model trained in {policy}, its tokens"
 VARIANTS = ("float32", "float16", "int8")
 TARGET = 0.99
 
@@ -183,7 +183,7 @@ def main(argv=None):
     body = "\n".join(lines)
     print("\n" + body)
     if args.write:
-        _report.write_section(TITLE, body)
+        _report.write_section(TITLE.format(policy=policy), body)  # one per policy
     return results
 
 
