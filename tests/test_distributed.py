@@ -32,6 +32,7 @@ import numpy as np
 import pytest
 from _data_paths import multi30k_dir
 from _distributed_worker import CLIPNORM
+from _host_devices import host_devices_flags
 from ai_edge_litert.interpreter import Interpreter
 
 import keras_attention
@@ -305,7 +306,7 @@ def data_parallel_runs(tmp_path_factory):
     for count in HOST_DEVICES:
         folder = tmp_path_factory.mktemp(f"data_parallel_{count}")
         env = dict(_environment(), KERAS_BACKEND="jax", PYTHONPATH=package_root)
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={count}"
+        env["XLA_FLAGS"] = host_devices_flags(count)
         command = [sys.executable, str(DATA_PARALLEL_WORKER), str(folder)]
         process = subprocess.Popen(
             command, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -522,7 +523,7 @@ def test_training_run_data_parallel_equals_one_device_on_indivisible_rows(tmp_pa
         pytest.skip("jax is not installed")
     package_root = str(Path(keras_attention.__file__).resolve().parents[1])
     env = dict(_environment(), KERAS_BACKEND="jax", PYTHONPATH=package_root)
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    env["XLA_FLAGS"] = host_devices_flags(2)
     process = subprocess.Popen(
         [sys.executable, str(TRAINING_RUN_WORKER), str(tmp_path)],
         cwd=tmp_path,
@@ -559,7 +560,7 @@ def translator_runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("translator_data_parallel")
     package_root = str(Path(keras_attention.__file__).resolve().parents[1])
     env = dict(_environment(), KERAS_BACKEND="jax", PYTHONPATH=package_root)
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2 --xla_backend_optimization_level=0"
+    env["XLA_FLAGS"] = host_devices_flags(2) + " --xla_backend_optimization_level=0"
     process = subprocess.Popen(
         [sys.executable, str(TRANSLATOR_WORKER), str(data_dir), str(folder)],
         cwd=folder,

@@ -15,6 +15,7 @@ tests/test_distributed.py.
 import numpy as np
 import pytest
 from _data_paths import multi30k_dir
+from _host_devices import host_devices_flags
 
 from keras_attention import precision
 from keras_attention.translation import cli
@@ -271,7 +272,7 @@ def test_g2p_on_three_jax_devices_trains_as_on_one(tmp_path):
     for devices, extra in ((1, []), (3, ["--distribution", "data-parallel"])):
         env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3")
         env.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+        env["XLA_FLAGS"] = host_devices_flags(devices)
         run_dir = tmp_path / f"devices_{devices}"
         process = subprocess.Popen(
             [*command, "--run-dir", str(run_dir), *extra],
