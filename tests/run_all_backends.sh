@@ -119,8 +119,9 @@ JAX_SELECTED=(
 # evaluate, export in their own processes); 210 s on a busy machine: a tiny translator
 # trained in mixed_bfloat16 and exported; 40 s the G2P quick run so, 155 s its runs on
 # 1 and 3 JAX host devices; about 80 s: a model saved on each backend and
-# loaded on each other one, in their own processes. (Alone on a 2-core machine the first run took
-# 23 minutes with the last two, the other core's runs 20 minutes without.)
+# loaded on each other one, in their own processes. (Alone on a 2-core machine, with
+# XLA's level 0 above, the first run took 22 minutes, the other core's runs 21
+# minutes: PyTorch 2, JAX 9, this list 10; .ci/run 26.5 minutes in all.)
 SECOND_CORE_TENSORFLOW=(
     tests/test_kill_resume.py
     tests/test_training_run_kill.py
