@@ -48,7 +48,7 @@ from keras_attention.cli_types import unit_interval  # noqa: E402
 from keras_attention.error_rates import error_rate_table  # noqa: E402
 from keras_attention.error_rates import plot_error_rates_by_length  # noqa: E402
 from keras_attention.error_rates import score_decodings  # noqa: E402
-from keras_attention.file_hash import sha256_of  # noqa: E402
+from keras_attention.file_hash import check_sha256  # noqa: E402
 from keras_attention.generation import EnsembleGenerator  # noqa: E402
 from keras_attention.generation import decode_batches  # noqa: E402
 from keras_attention.generation.search_defaults import BEAM_WIDTH  # noqa: E402
@@ -103,8 +103,17 @@ TRAINING_OPTIONS = (
     "steps_per_epoch",
     "quick",
 )
+# What a config.json of an older recipe, without these options, trained with.
+OLDER_RECIPE = {"sigmoid_noise": 1.0, "score_bias_init": -1.0, "label_smoothing": 0.0}
+# The example's own files in a run folder (`keras_attention.training` writes
+# the others: config.json, model.keras, history.csv, backup/, finished.json).
+RUN_FILES = ("vocab.json", "progress.json")
 # Word-length buckets of the table and the plot, in letters (inclusive).
 LENGTH_BUCKETS = ((1, 4), (5, 6), (7, 8), (9, 10), (11, 12), (13, 22))
+# WER and PER as published (`keras_attention.error_rates`): a word is wrong when
+# its phones match none of its pronunciations; PER sums the edit distances to
+# the closest one.
+SCORE_NAMES = ("word", "phone", "wer", "per")
 
 
 # --------------------------------------------------------------------- data
@@ -124,12 +133,8 @@ def read_cmudict(path, expected_sha256=None):
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"CMUdict file not found: {path}")
-    actual = None if expected_sha256 is None else sha256_of(path)
-    if actual != expected_sha256:
-        raise ValueError(
-            f"{path}: sha256 {actual} differs from the expected {expected_sha256}; "
-            "the file is altered or another version (see the README beside it)"
-        )
+    if expected_sha256 is not None:
+        check_sha256(path, expected_sha256)
     lexicon = {}
     with open(path, "rb") as file:
         reader = LineReader(file, name=path)
@@ -185,15 +190,11 @@ class Vocabulary:
 
 def training_pairs(lexicon, vocab):
     """Every (word, pronunciation) as (grapheme ids, phone ids): one per line."""
-    pairs = []
-    for word, prons in lexicon.items():
-        source = vocab.encode_word(word)
-        for pron in prons:
-            pairs.append((source, vocab.encode_phones(pron)))
-    return pairs
+    encode = vocab.encode_word
+    return [(encode(w), vocab.encode_phones(p)) for w, prons in lexicon.items() for p in prons]
 
 
-# ------------------------------------------------------------------- model
+# ------------------------------------------------------- model and decoding
 
 
 def make_attention(kind, units, seed, sigmoid_noise=1.0, score_bias_init=-1.0):
@@ -279,18 +280,6 @@ def make_generator(model, monotonic_mode="hard"):
     return Seq2SeqGenerator.from_model(model, start_id=START, end_id=END)
 
 
-# ------------------------------------------------------------------ scoring
-
-
-# WER and PER as published (`keras_attention.error_rates`): a word is wrong when
-# its phones match none of its pronunciations; PER sums the edit distances to
-# the closest one.
-SCORE_NAMES = ("word", "phone", "wer", "per")
-
-
-# --------------------------------------------------------------- decoding
-
-
 def pronounce_words(generator, vocab, words, beam_width=None, progress=False):
     """{WORD: [phones]} for upper-case words, greedy (beam_width None) or beam."""
     words = list(words)
@@ -353,15 +342,14 @@ def _train_in(run, args, lexicon, vocab, train_name):
         warmup_steps=10 if args.quick else 300,
         total_steps=args.epochs * steps_per_epoch,
     )
-    started = time.perf_counter()
     # ((graphemes, START + phones), phones + END) of similar lengths, reshuffled every epoch.
     dataset = training.length_bucketed_dataset(pairs, args.batch_size, args.seed, START, END)
     if args.steps_per_epoch:  # shorter "epochs": the budget is checked more often
         dataset = dataset.repeat()
     # The run backs up every epoch (weights, optimizer, progress), keeps
     # model.keras the last epoch's, resumes after a kill from the last
-    # finished epoch and writes finished.json last.
-    model = run.fit(
+    # finished epoch, writes finished.json last and prints what it took.
+    return run.fit(
         compiled_model,
         dataset,
         epochs=args.epochs,
@@ -371,22 +359,9 @@ def _train_in(run, args, lexicon, vocab, train_name):
         shuffle=False,  # the dataset reshuffles itself
         verbose=args.verbose,
     )
-    print(
-        f"Trained {len(budget.state['epochs'])} epochs in {budget.state['seconds'] / 60:.1f} "
-        f"minutes ({(time.perf_counter() - started) / 60:.1f} in this process); "
-        f"saved {os.path.join(args.run_dir, 'model.keras')}"
-    )
-    return model
 
 
-# ---------------------------------------------------------------- run files
-
-
-# The example's own files in a run folder (`keras_attention.training` writes
-# the others: config.json, model.keras, history.csv, backup/, finished.json).
-RUN_FILES = ("vocab.json", "progress.json")
-# What a config.json of an older recipe, without these options, trained with.
-OLDER_RECIPE = {"sigmoid_noise": 1.0, "score_bias_init": -1.0, "label_smoothing": 0.0}
+# ------------------------------------------------------------- trained runs
 
 
 def load_runs(run_dirs):
@@ -404,8 +379,13 @@ def load_run(run_dir):
     return load_runs([run_dir])[0]
 
 
-def save_alignment_plot(path, generator, vocab, words, title):
+def save_alignment_plot(path, generator, vocab, words, config, args, models=1):
     """Greedy attention weights of a few words, one panel each."""
+    title = f"attention: {config['attention']}"
+    if config["attention"] == "monotonic":
+        title += f", decoded {args.monotonic_mode}"
+    if models > 1:
+        title += f", mean of {models} models"
     panels = []
     for word in (w.upper() for w in words):
         out = generator.greedy(np.array([vocab.encode_word(word)], "int32"))
@@ -414,9 +394,6 @@ def save_alignment_plot(path, generator, vocab, words, title):
         weights = np.asarray(out["attention"])[0, : len(phones)]  # (T, S)
         panels.append((weights, list(word), phones, word))
     plots.plot_alignments(path, panels, title)
-
-
-# ---------------------------------------------------------------- commands
 
 
 def evaluate(args):
@@ -452,23 +429,12 @@ def evaluate(args):
         print(f"Saved the plot to {args.plot}")
     if args.alignments:
         words = [w.strip() for w in args.alignments.split(",") if w.strip()]
-        save_alignment_plot(
-            args.alignment_plot, generator, vocab, words, alignment_title(config, args, len(runs))
-        )
+        save_alignment_plot(args.alignment_plot, generator, vocab, words, config, args, len(runs))
         print(f"Saved the alignments to {args.alignment_plot}")
     ensemble = f"_ensemble{len(runs)}" if len(runs) > 1 else ""
     out = args.json or os.path.join(args.run_dir, f"eval_{split}{ensemble}.json")
     write_json(out, results)  # whole or not at all
     return results
-
-
-def alignment_title(config, args, models=1):
-    title = f"attention: {config['attention']}"
-    if config["attention"] == "monotonic":
-        title += f", decoded {args.monotonic_mode}"
-    if models > 1:
-        title += f", mean of {models} models"
-    return title
 
 
 def pronounce(args, stream=None, out=None):
@@ -516,10 +482,8 @@ def export_run(args):
             "output": "phones[id] for each id up to end_id; ids below 3 are not phones",
             "attention": config["attention"],
         },
+        report=lambda line: print(line, flush=True),  # each model as it is written
     )
-    for variant, file in manifest["models"].items():
-        path = os.path.join(args.out, "tflite", file)
-        print(f"{variant}: {path} ({os.path.getsize(path) / 1e6:.2f} MB)")
     print(
         f"Exported {args.run_dir} to {args.out} (SavedModel and TFLite "
         f"{', '.join(args.variants)}) in {time.perf_counter() - started:.0f} s"
@@ -618,14 +582,9 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    commands = {"train": train, "evaluate": evaluate, "pronounce": pronounce, "export": export_run}
     try:
-        if args.command == "train":
-            return train(args)
-        if args.command == "evaluate":
-            return evaluate(args)
-        if args.command == "pronounce":
-            return pronounce(args)
-        return export_run(args)
+        return commands[args.command](args)
     except (FileNotFoundError, ValueError, training.RunWriteError, training.DiskFullError) as error:
         if args.command in ("train", "evaluate", "export"):
             raise SystemExit(f"{args.command}: {error}") from None

@@ -30,6 +30,13 @@ def g2p():
     return load_script("examples/g2p_cmudict.py")
 
 
+def test_the_example_is_a_recipe_of_at_most_600_lines():
+    # Its data, vocabulary, model recipe and scoring against the published
+    # table; the run, the schedule, ensembles and export are the library's.
+    lines = (ROOT / "examples" / "g2p_cmudict.py").read_text().count("\n")
+    assert lines <= 600, f"examples/g2p_cmudict.py has {lines} lines"
+
+
 def write(path, text, newline="\r\n"):
     path.write_bytes(text.replace("\n", newline).encode("ascii"))
     return path

@@ -28,13 +28,23 @@ def files(folder):
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    """(the case, its export folder, the returned manifest), float32 and int8."""
+    """(the case, its export folder, the returned manifest), float32 and int8;
+    the lines it reported are in `REPORTED`."""
     c = case(NAME)
     out = tmp_path_factory.mktemp("folder") / "export"
     manifest = export_folder(
-        c.generator, out, "demo", variants=("float32", "int8"), beam_width=2, manifest=APP
+        c.generator,
+        out,
+        "demo",
+        variants=("float32", "int8"),
+        beam_width=2,
+        manifest=APP,
+        report=REPORTED.append,
     )
     return c, out, manifest
+
+
+REPORTED = []
 
 
 def test_the_folder_holds_the_saved_model_the_variants_and_the_manifest(exported):
@@ -49,6 +59,22 @@ def test_the_folder_holds_the_saved_model_the_variants_and_the_manifest(exported
     ]
     assert (out / "saved_model" / "saved_model.pb").is_file()
     assert json.loads((out / "tflite" / "demo.json").read_text()) == manifest
+
+
+def test_the_report_has_a_line_per_model_with_its_final_path_and_size(exported):
+    _, out, _ = exported
+    pattern = r"(SavedModel|TFLite float32|TFLite int8): (\S+) \((?:([0-9.]+) MB, )?[0-9]+ s\)"
+    lines = [re.fullmatch(pattern, line) for line in REPORTED]
+    assert all(lines), REPORTED
+    assert [m[1] for m in lines] == ["SavedModel", "TFLite float32", "TFLite int8"]
+    assert [m[2] for m in lines] == [
+        str(out / "saved_model"),
+        str(out / "tflite" / "demo_float32.tflite"),
+        str(out / "tflite" / "demo_int8.tflite"),
+    ]
+    for m in lines[1:]:  # the sizes of the files as they lie in the final folder
+        size = (out / "tflite" / m[2].split("/")[-1]).stat().st_size / 1e6
+        assert m[3] == f"{size:.2f}"
 
 
 def test_the_manifest_is_the_callers_plus_the_models_and_their_signatures(exported):

@@ -269,7 +269,7 @@ class _Interrupt(keras.callbacks.Callback):
             raise KeyboardInterrupt
 
 
-def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
+def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path, capsys):
     whole = _fit(tmp_path / "whole")
     run_dir = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
@@ -277,7 +277,12 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
     status = run_status(run_dir)
     assert status.state == run_folder.UNFINISHED and status.epoch == 2
     assert not (run_dir / run_folder.LOCK_FILE).exists()
+    capsys.readouterr()
     resumed = _fit(run_dir)
+    # The closing line counts the epochs of the whole run, not this process's one.
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("training took ") and "min in this process, 3 epochs in all" in last
+    assert last.endswith(f"model: {run_dir / 'model.keras'}")
     for a, b in zip(whole.weights, resumed.weights, strict=True):
         np.testing.assert_allclose(
             keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b), rtol=1e-6, atol=1e-7

@@ -12,6 +12,7 @@ process killed at any instant leaves the earlier export or the new one. A
 folder holding anything else than an export's files is refused, unchanged.
 """
 
+import time
 from pathlib import Path
 
 from keras_attention.export.backend import check_tensorflow_backend
@@ -95,6 +96,7 @@ def export_folder(
     length_penalty=LENGTH_PENALTY,
     source_length=None,
     manifest=None,
+    report=None,
 ):
     """Exports a generator as a SavedModel and TFLite variants into `out_dir`.
 
@@ -120,6 +122,11 @@ def export_folder(
         manifest: a dict of what an app needs besides (vocabularies, ids,
             how to prepare the input), none of whose keys is in
             `WRITTEN_KEYS`.
+        report: None (silent), or a function called with one line as each
+            model is written (e.g. `print`: an export takes a minute or
+            more): "SavedModel: OUT/saved_model (12 s)", then
+            "TFLite VARIANT: OUT/tflite/FILE (1.23 MB, 20 s)" each. The
+            folder appears at OUT when the last is written.
 
     Returns:
         The manifest written to `tflite/NAME.json`.
@@ -154,16 +161,19 @@ def export_folder(
     for key in ("source", "target"):  # None for sources of features
         size = getattr(generator, f"{key}_vocabulary_size", None)
         manifest[f"{key}_vocab_size"] = None if size is None else int(size)
+    report = report or (lambda line: None)
     with replaced_folder(out_dir) as staging:
+        started = time.perf_counter()
         export_saved_model(
             generator,
             staging / SAVED_MODEL_DIR,
             beam_width=beam_width,
             length_penalty=length_penalty,
         )
+        report(f"SavedModel: {out_dir / SAVED_MODEL_DIR} ({time.perf_counter() - started:.0f} s)")
         (staging / TFLITE_DIR).mkdir()
         for variant in variants:
-            file = f"{name}_{variant}.tflite"
+            started, file = time.perf_counter(), f"{name}_{variant}.tflite"
             written = export_tflite(
                 generator,
                 staging / TFLITE_DIR / file,
@@ -176,5 +186,10 @@ def export_folder(
             manifest["signatures"] = written["signatures"]
             manifest["max_source_length"] = written.get("max_source_length")
             manifest["max_output_length"] = written.get("max_output_length")
+            size = (staging / TFLITE_DIR / file).stat().st_size / 1e6
+            seconds = time.perf_counter() - started
+            report(
+                f"TFLite {variant}: {out_dir / TFLITE_DIR / file} ({size:.2f} MB, {seconds:.0f} s)"
+            )
         write_json(staging / TFLITE_DIR / f"{name}.json", manifest)
     return manifest

@@ -652,7 +652,10 @@ class TrainingRun:
                 **fit_kwargs,
             )
         minutes = (time.time() - start) / 60
-        print(f"training took {minutes:.1f} min; model: {self.run_dir / MODEL_FILE}")
+        print(
+            f"training took {minutes:.1f} min in this process, {len(keeper.history)} epochs "
+            f"in all; model: {self.run_dir / MODEL_FILE}"
+        )
         config = run_folder.read_json(self.run_dir / CONFIG_FILE)
         write_json(self.run_dir / CONFIG_FILE, dict(config, train_minutes_last_session=minutes))
         # Last: until this file exists, the run is unfinished and resumes.
