@@ -142,9 +142,7 @@ def test_conditional_translator_decodes_step_by_step_like_teacher_forcing(tmp_pa
     model.save(path)
     restored = keras.saving.load_model(path, compile=False)
     assert restored.get_layer(model_lib.DECODER).conditional
-    np.testing.assert_allclose(
-        np.asarray(restored([source, target])), logits, rtol=1e-6, atol=1e-6
-    )
+    np.testing.assert_allclose(np.asarray(restored([source, target])), logits, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("attention", ["luong-general", "none"])
@@ -156,7 +154,11 @@ def test_conditional_needs_the_bahdanau_decoder(attention):
 @pytest.mark.parametrize("attention", ["bahdanau", "luong-general", "none"])
 def test_mean_init_reads_the_mean_of_the_real_source_states(attention, tmp_path):
     model = build_translator(
-        30, 40, attention=attention, conditional=attention == "bahdanau", decoder_init="mean",
+        30,
+        40,
+        attention=attention,
+        conditional=attention == "bahdanau",
+        decoder_init="mean",
         **SMALL,
     )
     source = np.array([[3, 4, 5, 6], [7, 8, 0, 0]])  # the second row is padded
@@ -169,9 +171,7 @@ def test_mean_init_reads_the_mean_of_the_real_source_states(attention, tmp_path)
     assert tuple(bridge.kernel.shape) == (16, 16)  # reads the memory's 16 features
     kernel, bias = (np.asarray(w, "float64") for w in (bridge.kernel, bridge.bias))
     # s_0 = tanh(W · mean of the memory over the real tokens + b), in float64.
-    want = np.stack(
-        [np.tanh(memory[b, mask[b]].mean(axis=0) @ kernel + bias) for b in range(2)]
-    )
+    want = np.stack([np.tanh(memory[b, mask[b]].mean(axis=0) @ kernel + bias) for b in range(2)])
     padded_in = np.tanh(memory[1].mean(axis=0) @ kernel + bias)
     assert np.abs(padded_in - want[1]).max() > 1e-4  # the padding would change it
 
@@ -189,9 +189,7 @@ def test_mean_init_reads_the_mean_of_the_real_source_states(attention, tmp_path)
     model.save(path)
     restored = keras.saving.load_model(path, compile=False)
     assert model_lib.ENCODER_MEAN in {layer.name for layer in restored.layers}
-    np.testing.assert_allclose(
-        np.asarray(restored([source, target])), logits, rtol=1e-6, atol=1e-6
-    )
+    np.testing.assert_allclose(np.asarray(restored([source, target])), logits, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "mixed_float16"])
