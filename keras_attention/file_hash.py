@@ -30,5 +30,5 @@ def check_sha256(path, expected):
     if actual != expected.lower():
         raise ValueError(
             f"{path}: sha256 {actual} differs from the expected {expected}; "
-            "the file is altered or another version (see the README beside it)"
+            "the file is altered or another version"
         )
