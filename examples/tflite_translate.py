@@ -217,6 +217,17 @@ class LiteTranslator:
         self.max_source_length = self.config.get("max_source_length", DEFAULT_MAX_SOURCE_LENGTH)
         self.max_output_length = self.config.get("max_output_length", DEFAULT_MAX_OUTPUT_LENGTH)
 
+    def warm_up(self, source_length):
+        """Runs every signature once at `source_length` tokens (the most the
+        app will send; the static length of a static export), so no later
+        call is the interpreter's first at a new largest length, where
+        LiteRT can go wrong (`keras_attention.lite_runtime`)."""
+        (detail,) = self._translate.get_input_details().values()
+        static = detail["shape_signature"][1] > 0  # exported with a source_length
+        length = None if static else min(source_length, self.max_source_length)
+        lite_runtime = _package_module("lite_runtime.py", "warming the interpreter up")
+        lite_runtime.warm_up(self.interpreter, length)
+
     def check_ids(self, source_ids):
         """Raises ValueError unless the ids fit the model: at most
         `max_source_length` of them, each in [0, source vocabulary)."""
@@ -292,25 +303,29 @@ class LiteTranslator:
         )
 
 
-def load_postprocess():
-    """The command line's `postprocess(text, lang, capitalize)`, one
-    implementation for both: loaded from the installed package's file, since
+def _package_module(relative, what):
+    """A module of the installed package loaded from its file, since
     importing `keras_attention` would import Keras and TensorFlow."""
     spec = importlib.util.find_spec("keras_attention")  # finds; does not import
     path = None
     if spec is not None and spec.submodule_search_locations:
-        folder = Path(next(iter(spec.submodule_search_locations)))
-        path = folder / "translation" / "postprocess.py"
+        path = Path(next(iter(spec.submodule_search_locations))) / relative
     if path is None or not path.is_file():
         raise SystemExit(
-            "tflite_translate.py: the text needs keras_attention/translation/postprocess.py: "
-            "pip install keras-seq2seq-attention sacremoses (or pass --raw for the "
-            "tokenizer's text)"
+            f"tflite_translate.py: {what} needs keras_attention/{relative}: "
+            "pip install keras-seq2seq-attention"
         )
-    module_spec = importlib.util.spec_from_file_location("translation_postprocess", path)
+    module_spec = importlib.util.spec_from_file_location(Path(relative).stem, path)
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
-    return module.postprocess
+    return module
+
+
+def load_postprocess():
+    """The command line's `postprocess(text, lang, capitalize)`, one
+    implementation for both."""
+    what = "the text (pass --raw for the tokenizer's text; postprocessing also needs sacremoses)"
+    return _package_module("translation/postprocess.py", what).postprocess
 
 
 def parse_args(argv=None):
@@ -376,13 +391,19 @@ def main(argv=None):
     inputs = read_inputs(args.sentences)
     sentences = [text for _, text in inputs]
     limit = translator.max_source_length
+    longest = 0
     for label, sentence in inputs:  # all checked before any output
         n = len(translator.source.tokenize(sentence))
+        longest = max(longest, n)
         if n > limit:
             raise SystemExit(
                 f"tflite_translate.py: {label} has {n} source tokens, more than the "
                 f"model's max_source_length={limit}; split it into shorter sentences"
             )
+    # LiteRT can go wrong on the first call longer than any before it
+    # (keras_attention/lite_runtime.py): one call at the longest first.
+    if longest:
+        translator.warm_up(longest)
     outputs = []
     for sentence in sentences:
         text, source, target, attention = translator.translate(sentence, args.loop == "app")

@@ -260,6 +260,7 @@ def test_tflite_float32_gives_the_keras_greedy_output(
     exported, example, sentences, keras_single_outputs, translator
 ):
     lite = _lite(exported, example)
+    lite.warm_up(max(len(lite.source.tokenize(s)) for s in sentences))  # as main() does
     ids = translator.tokenize_source(sentences).numpy()
     lite_tokens = []
     for row, sentence in zip(ids, sentences, strict=True):
@@ -267,6 +268,18 @@ def test_tflite_float32_gives_the_keras_greedy_output(
         assert source == lite.source.tokenize(sentence)
         lite_tokens.append(lite.translate_ids(source)[0])
     assert _agreement(lite_tokens, keras_single_outputs) >= MIN_AGREEMENT
+
+
+def test_warm_up_runs_every_signature_at_the_longest_source(exported, example):
+    lite = _lite(exported, example)
+    lite.warm_up(9)
+    for signature in ("translate", "encode"):
+        runner = lite.interpreter.get_signature_runner(signature)
+        assert runner.get_input_details()["source_ids"]["shape"].tolist() == [1, 9]
+    memory = lite.interpreter.get_signature_runner("decode_step").get_input_details()["memory"]
+    assert memory["shape"].tolist()[:2] == [1, 9]
+    tokens, _ = lite.translate_ids(lite.source.tokenize("A dog runs."))
+    assert tokens == _lite(exported, example).translate_ids(lite.source.tokenize("A dog runs."))[0]
 
 
 def test_tflite_first_step_logits_match_keras(exported, example, translator, sentences):
