@@ -23,6 +23,10 @@ Subpackages and modules, imported on their own:
   ensembles), `keras_attention.export` (SavedModel and builtin-only TFLite;
   needs TensorFlow), `keras_attention.translation` (the English-French
   Multi30k translator; needs TensorFlow and tensorflow-text);
+- `keras_attention.lite_runtime`: `warm_up`, one call of an exported
+  model's signatures at the longest source before an app's first (numpy
+  only; LiteRT can go wrong on an interpreter's first call longer than any
+  before it);
 - `keras_attention.training`: crash-safe training of any model in a run
   folder, with `keras_attention.precision` (mixed precision) and
   `keras_attention.distribution` (several devices, JAX);
