@@ -134,21 +134,44 @@ class _StubTranslator:
 
     def __init__(self, *args):
         self.source = self
+        self.warmed_up_at = []
 
     def tokenize(self, sentence):
-        return [5]
+        return [5] * len(sentence.split())
+
+    def warm_up(self, source_length):
+        self.warmed_up_at.append(source_length)
 
     def translate(self, sentence, app_loop=False):
         return PAGE_BEFORE, [], [], []
 
 
+def _stub_app(monkeypatch):
+    """The example with `_StubTranslator` for `LiteTranslator`, and the
+    list of the translators it made."""
+    app, made = load_script("examples/tflite_translate.py"), []
+
+    def make(*args):
+        made.append(_StubTranslator(*args))
+        return made[-1]
+
+    monkeypatch.setattr(app, "LiteTranslator", make)
+    return app, made
+
+
 @pytest.mark.parametrize("raw", [False, True])
 def test_litert_app_prints_the_command_lines_text(monkeypatch, capsys, raw):
-    app = load_script("examples/tflite_translate.py")
-    monkeypatch.setattr(app, "LiteTranslator", _StubTranslator)
+    app, made = _stub_app(monkeypatch)
     outputs = app.main(["unused", "A man rides a bike.", *(["--raw"] if raw else [])])
     expected = PAGE_BEFORE if raw else COMMAND_LINE
     assert outputs == [expected] and capsys.readouterr().out == f"{expected}\n"
+    assert made[0].warmed_up_at == [5]  # once, at the longest sentence, before the first
+
+
+def test_litert_app_warms_up_once_at_its_longest_sentence(monkeypatch, capsys):
+    app, made = _stub_app(monkeypatch)
+    app.main(["unused", "A dog.", "A man rides a red bike.", "Hi", "--raw"])
+    assert made[0].warmed_up_at == [6]
 
 
 def test_litert_app_reads_postprocess_from_the_packages_file(references):
