@@ -99,11 +99,18 @@ def run_dir(tmp_path_factory, corpus):
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory, run_dir):
+def exported_and_report(tmp_path_factory, run_dir):
+    """(export folder, manifest), and the lines the export reported."""
     out = tmp_path_factory.mktemp("export")
     # One request of N_SENTENCES: more than the default bound (MAX_BATCH, 64).
-    manifest = export.export_run(run_dir, out, max_batch=N_SENTENCES)
-    return out, manifest
+    lines = []
+    manifest = export.export_run(run_dir, out, max_batch=N_SENTENCES, report=lines.append)
+    return (out, manifest), lines
+
+
+@pytest.fixture(scope="module")
+def exported(exported_and_report):
+    return exported_and_report[0]
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +168,17 @@ def _lite(exported, example, variant="float32"):
 
 
 # ------------------------------------------------------------------- files
+
+
+def test_the_report_has_a_line_per_model_with_its_final_path_and_size(exported_and_report):
+    (out, manifest), lines = exported_and_report
+    assert lines[0].startswith(f"SavedModel: {out / 'saved_model' / '1'} (")
+    assert len(lines) == 1 + len(manifest["tflite"])
+    for line, (variant, info) in zip(lines[1:], manifest["tflite"].items(), strict=True):
+        path = out / info["path"]
+        assert path.is_file()  # the final path, not the staging folder's
+        assert line.startswith(f"TFLite {variant}: {path} ({info['bytes'] / 1e6:.2f} MB, ")
+        assert line.endswith(" s)")
 
 
 def test_export_writes_the_documented_files(exported, translator):

@@ -33,8 +33,8 @@ operator listing). This one puts them together for a run folder.
 import argparse
 import dataclasses
 import datetime
-import os
 import sys
+import time
 from pathlib import Path
 
 import keras
@@ -97,6 +97,7 @@ def export_run(
     source_length=None,
     tflite_beam=False,
     max_batch=MAX_BATCH,
+    report=None,
 ):
     """Exports a training run's model as a SavedModel and TFLite variants.
 
@@ -130,6 +131,9 @@ def export_run(
             `beam_width` and `length_penalty`) to the TFLite models.
         max_batch: the most sentences in one SavedModel request (see
             `ServingTranslator`).
+        report: None (silent), or a function called with one line as each
+            model is written: its final path, its size and the seconds it
+            took (the command prints them).
 
     Returns:
         The manifest dict, also written to `out_dir/export.json`.
@@ -159,7 +163,7 @@ def export_run(
     translator, config = load_run(run_dir)
     translator.check_beam_width(beam_width)
     with replaced_folder(out_dir, keep=_kept_versions(out_dir, settings)) as staging:
-        manifest = _write_export(translator, config, run_dir, staging, settings)
+        manifest = _write_export(translator, config, run_dir, staging, settings, report, out_dir)
     return manifest
 
 
@@ -198,8 +202,9 @@ def _kept_versions(out_dir, settings):
     ]
 
 
-def _write_export(translator, config, run_dir, out_dir, settings):
-    """The files of `export_run`, written into `out_dir` (a new folder)."""
+def _write_export(translator, config, run_dir, out_dir, settings, report=None, final_dir=None):
+    """The files of `export_run`, written into `out_dir` (a new folder
+    that becomes `final_dir`: the paths `report` names)."""
     manifest = {
         "format_version": _FORMAT_VERSION,
         "run_dir": str(Path(run_dir).resolve()),
@@ -213,10 +218,21 @@ def _write_export(translator, config, run_dir, out_dir, settings):
         # An unfinished or running run's model is its best epoch so far.
         "run": runs.export_state(run_dir),
     }
+    report = report or (lambda line: None)
+    final_dir = Path(final_dir or out_dir)
     if settings.saved_model:
+        started = time.perf_counter()
         manifest["saved_model"] = _write_saved_model(translator, out_dir, settings)
+        path = final_dir / manifest["saved_model"]["path"]
+        report(f"SavedModel: {path} ({time.perf_counter() - started:.0f} s)")
     if settings.variants:
-        manifest["tflite"] = _write_tflite(translator, config, out_dir, settings)
+
+        def written(variant, path, seconds):
+            size = path.stat().st_size / 1e6
+            final = final_dir / path.relative_to(out_dir)
+            report(f"TFLite {variant}: {final} ({size:.2f} MB, {seconds:.0f} s)")
+
+        manifest["tflite"] = _write_tflite(translator, config, out_dir, settings, written)
     write_json(out_dir / MANIFEST_FILE, manifest)
     return manifest
 
@@ -241,7 +257,7 @@ def _write_saved_model(translator, out_dir, settings):
     }
 
 
-def _write_tflite(translator, config, out_dir, settings):
+def _write_tflite(translator, config, out_dir, settings, written=None):
     """Writes the TFLite folder; returns the manifest entry of each variant."""
     beam = None
     if settings.tflite_beam:
@@ -252,6 +268,7 @@ def _write_tflite(translator, config, out_dir, settings):
         settings.variants,
         settings.max_length,
         config.get("attention"),
+        written=written,
         source_length=settings.source_length,
         beam=beam,
     )
@@ -347,18 +364,14 @@ def run_export(args):
         "source_length": args.source_length,
         "tflite_beam": args.tflite_beam,
         "max_batch": args.max_batch,
+        "report": print,
     }
     try:
-        manifest = export_run(**options)
+        export_run(**options)
     except (FileNotFoundError, ValueError, BackendError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    out_dir = options["out_dir"]
-    if "saved_model" in manifest:
-        print(f"SavedModel: {os.path.join(out_dir, manifest['saved_model']['path'])}")
-    for variant, info in manifest.get("tflite", {}).items():
-        path = os.path.join(out_dir, info["path"])
-        print(f"TFLite {variant}: {path} ({info['bytes'] / 1e6:.2f} MB)")
+    print(f"export manifest: {Path(options['out_dir']) / MANIFEST_FILE}")
     return 0
 
 

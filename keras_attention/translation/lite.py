@@ -34,6 +34,7 @@ translator's `Seq2SeqGenerator`, weights frozen into constants, and
 side: the vocabularies and `translator.json`.
 """
 
+import time
 from pathlib import Path
 
 from keras_attention.export import tflite as generic_tflite
@@ -149,7 +150,13 @@ def _tokenizer_config(tokenizer, vocab_file):
 
 
 def export_translator_tflite(
-    translator, folder, variants=VARIANTS, max_length=None, attention=None, **lite_options
+    translator,
+    folder,
+    variants=VARIANTS,
+    max_length=None,
+    attention=None,
+    written=None,
+    **lite_options,
 ):
     """Writes the TFLite variants, the vocabularies and `translator.json`.
 
@@ -167,6 +174,8 @@ def export_translator_tflite(
             quantization: int8 weights, float activations).
         max_length: see `lite_translator`.
         attention: the run's attention name, recorded in `translator.json`.
+        written: None, or a function called as each variant is written, with
+            the variant, the path of its file and the seconds it took.
         **lite_options: `source_length` and `beam` of `lite_translator`
             (recorded in `translator.json`).
 
@@ -181,12 +190,13 @@ def export_translator_tflite(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     lite = lite_translator(translator, max_length, **lite_options)
-    paths = {
-        variant: generic_tflite.write_tflite(
-            lite, folder / tflite_filename(variant), _QUANTIZATIONS[variant]
-        )
-        for variant in variants
-    }
+    paths = {}
+    for variant in variants:
+        started = time.perf_counter()
+        path = folder / tflite_filename(variant)
+        paths[variant] = generic_tflite.write_tflite(lite, path, _QUANTIZATIONS[variant])
+        if written is not None:
+            written(variant, paths[variant], time.perf_counter() - started)
     for tokenizer, name in (
         (translator.source_tokenizer, SOURCE_VOCAB_FILE),
         (translator.target_tokenizer, TARGET_VOCAB_FILE),
