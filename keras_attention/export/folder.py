@@ -170,7 +170,7 @@ def export_folder(
             beam_width=beam_width,
             length_penalty=length_penalty,
         )
-        report(f"SavedModel: {out_dir / SAVED_MODEL_DIR} ({time.perf_counter() - started:.0f} s)")
+        report(written_line("SavedModel", out_dir / SAVED_MODEL_DIR, time.perf_counter() - started))
         (staging / TFLITE_DIR).mkdir()
         for variant in variants:
             started, file = time.perf_counter(), f"{name}_{variant}.tflite"
@@ -186,10 +186,16 @@ def export_folder(
             manifest["signatures"] = written["signatures"]
             manifest["max_source_length"] = written.get("max_source_length")
             manifest["max_output_length"] = written.get("max_output_length")
-            size = (staging / TFLITE_DIR / file).stat().st_size / 1e6
+            size = (staging / TFLITE_DIR / file).stat().st_size
             seconds = time.perf_counter() - started
-            report(
-                f"TFLite {variant}: {out_dir / TFLITE_DIR / file} ({size:.2f} MB, {seconds:.0f} s)"
-            )
+            report(written_line(f"TFLite {variant}", out_dir / TFLITE_DIR / file, seconds, size))
         write_json(staging / TFLITE_DIR / f"{name}.json", manifest)
     return manifest
+
+
+def written_line(what, path, seconds, size=None):
+    """The line an export's `report` gets for one model written, at its
+    final path: "SavedModel: PATH (12 s)", "TFLite int8: PATH (1.23 MB, 20 s)"
+    (`size` in bytes)."""
+    size = "" if size is None else f"{size / 1e6:.2f} MB, "
+    return f"{what}: {path} ({size}{seconds:.0f} s)"

@@ -45,6 +45,7 @@ from keras_attention.export.backend import check_tensorflow_backend
 from keras_attention.export.folder import SAVED_MODEL_DIR
 from keras_attention.export.folder import TFLITE_DIR
 from keras_attention.export.folder import check_export_folder
+from keras_attention.export.folder import written_line
 from keras_attention.export.saved_model import SIGNATURES
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
@@ -202,9 +203,9 @@ def _kept_versions(out_dir, settings):
     ]
 
 
-def _write_export(translator, config, run_dir, out_dir, settings, report=None, final_dir=None):
+def _write_export(translator, config, run_dir, out_dir, settings, report, final_dir):
     """The files of `export_run`, written into `out_dir` (a new folder
-    that becomes `final_dir`: the paths `report` names)."""
+    that becomes `final_dir`: the paths `report`, if not None, names)."""
     manifest = {
         "format_version": _FORMAT_VERSION,
         "run_dir": str(Path(run_dir).resolve()),
@@ -219,18 +220,17 @@ def _write_export(translator, config, run_dir, out_dir, settings, report=None, f
         "run": runs.export_state(run_dir),
     }
     report = report or (lambda line: None)
-    final_dir = Path(final_dir or out_dir)
+    final_dir = Path(final_dir)
     if settings.saved_model:
         started = time.perf_counter()
         manifest["saved_model"] = _write_saved_model(translator, out_dir, settings)
         path = final_dir / manifest["saved_model"]["path"]
-        report(f"SavedModel: {path} ({time.perf_counter() - started:.0f} s)")
+        report(written_line("SavedModel", path, time.perf_counter() - started))
     if settings.variants:
 
         def written(variant, path, seconds):
-            size = path.stat().st_size / 1e6
             final = final_dir / path.relative_to(out_dir)
-            report(f"TFLite {variant}: {final} ({size:.2f} MB, {seconds:.0f} s)")
+            report(written_line(f"TFLite {variant}", final, seconds, path.stat().st_size))
 
         manifest["tflite"] = _write_tflite(translator, config, out_dir, settings, written)
     write_json(out_dir / MANIFEST_FILE, manifest)
