@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(__file__))
 import _report  # noqa: E402
 
-from keras_attention.error_rates import ErrorRates  # noqa: E402
+from keras_attention.scoring.error_rates import ErrorRates  # noqa: E402
 
 VARIANTS = ("float32", "float16", "int8")
 PUBLISHED = [

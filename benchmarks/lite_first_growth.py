@@ -8,7 +8,7 @@ same workload through LiteRT three ways:
 
 - `default`: `Interpreter(model_path=..., num_threads=1)`, LiteRT's default
   CPU path (the XNNPACK delegate);
-- `warm_up`: the same, with `keras_attention.lite_runtime.warm_up` at the
+- `warm_up`: the same, with `keras_attention.runtime.litert.warm_up` at the
   workload's largest length right after each interpreter is made;
 - `no delegate`: `OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES`.
 
@@ -116,7 +116,7 @@ def run_workload(mode, paths, by_model, reference, interpreters, seed):
     from ai_edge_litert.interpreter import Interpreter
     from ai_edge_litert.interpreter import OpResolverType
 
-    from keras_attention.lite_runtime import warm_up
+    from keras_attention.runtime.litert import warm_up
 
     options = {"num_threads": 1}
     if mode == "no delegate":

@@ -8,7 +8,7 @@ BahdanauAttention(256))`, Dense over a vocabulary of 8,000; batch 64, source
 16, target 18, random lengths from half to all of each, padded with 0. Adam,
 sparse cross-entropy with `ignore_class=0`. Each backend runs in a process of
 its own (`KERAS_BACKEND`); in it, each policy (`float32`, `mixed_float16`,
-`mixed_bfloat16`) builds its model (`keras_attention.precision.check_policy`
+`mixed_bfloat16`) builds its model (`keras_attention.backend.precision.check_policy`
 first: a policy the device cannot train in is reported, not timed), compiles
 it, runs `--warmup` untimed steps (tracing, XLA compilation), then `--steps`
 timed steps, in `--rounds` interleaved rounds; the median round is reported,
@@ -126,7 +126,7 @@ def policies_worker(args):
     """{policy: {"speeds": [tokens/s per round]} or {"refused": reason}}."""
     import keras
 
-    from keras_attention import precision
+    from keras_attention.backend import precision
 
     results, models = {}, {}
     for policy in args.policies:
@@ -155,7 +155,7 @@ def data_parallel_worker(args):
     """{"devices": n, "speeds": [...], "loss": the first evaluation's loss}."""
     import keras
 
-    from keras_attention import distribution
+    from keras_attention.training import distribution
 
     devices = len(keras.distribution.list_devices())
     if args.batch_size % devices:
@@ -310,7 +310,7 @@ def main(argv=None):
         table, title = data_parallel_table(results), DATA_PARALLEL_SECTION
         what = (
             f"{sizes(args)}. Float32, `keras.distribution.DataParallel` over N devices "
-            "(`keras_attention.distribution.data_parallel`), the same global batch; each "
+            "(`keras_attention.training.distribution.data_parallel`), the same global batch; each "
             "count in a process of its own. Without as many accelerators the devices are "
             "host CPU devices (`XLA_FLAGS=--xla_force_host_platform_device_count=N`) "
             "sharing the same cores: no speed-up is expected, and the figures of a "
@@ -325,7 +325,7 @@ def main(argv=None):
         what = (
             f"{sizes(args)}. Each backend in a process of its own, the policies "
             "interleaved within it; the logits Dense in float32. A policy the device "
-            "cannot train in (`keras_attention.precision.check_policy`) is shown refused. "
+            "cannot train in (`keras_attention.backend.precision.check_policy`) is shown refused. "
             "Tokens per CPU s divides by the process's CPU time, all its threads: on a "
             "CPU the steadier measure where the host stalls its guests at a fixed rate; "
             "on a GPU it counts the host's side only."

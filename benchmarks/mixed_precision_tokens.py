@@ -7,7 +7,7 @@ and beam) and counts, on `--words` words of `cmudict-0.7b.test` (evenly
 spaced through the file; 0: every word), the words whose phones equal those
 of the reference: the same weights in the same architecture built again
 under float32 by the example's own `build_model` (not through
-`keras_attention.precision`), run by Keras, greedy and beam. The mixed model
+`keras_attention.backend.precision`), run by Keras, greedy and beam. The mixed model
 run by Keras in its own policy is counted too, for comparison.
 
 TFLite runs one word at a time at its own length, as `pronounce` in the
@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _report  # noqa: E402
 
-from keras_attention.error_rates import ErrorRates  # noqa: E402
+from keras_attention.scoring.error_rates import ErrorRates  # noqa: E402
 
 TITLE = "Mixed precision to the device: a model trained in {policy}, its tokens"
 VARIANTS = ("float32", "float16", "int8")

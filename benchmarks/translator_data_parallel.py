@@ -6,7 +6,7 @@ model, loss and optimizer of `training.compiled_model` for a preset, on its
 Multi30k batches as `train` makes them there (`make_dataset(...,
 fixed_shapes=True)`: one shape per length bucket), under
 `keras.distribution.DataParallel` over N devices
-(`keras_attention.distribution.data_parallel`). Each count runs in a process of
+(`keras_attention.training.distribution.data_parallel`). Each count runs in a process of
 its own; on a machine without N accelerators, N host CPU devices
 (`XLA_FLAGS=--xla_force_host_platform_device_count=N`), which share the same
 cores: no speed-up is expected there, the point is that the translator runs
@@ -117,7 +117,7 @@ def worker(args):
     import numpy as np
     import tensorflow as tf
 
-    from keras_attention import distribution
+    from keras_attention.training import distribution
     from keras_attention.translation import training
 
     devices = len(keras.distribution.list_devices())

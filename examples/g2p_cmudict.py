@@ -39,25 +39,25 @@ from keras_attention import LuongAttention  # noqa: E402
 from keras_attention import LuongDecoder  # noqa: E402
 from keras_attention import Seq2SeqGenerator  # noqa: E402
 from keras_attention import SmoothedSparseCrossentropy  # noqa: E402
-from keras_attention import plots  # noqa: E402
 from keras_attention import training  # noqa: E402
-from keras_attention.cli_types import comma_separated  # noqa: E402
-from keras_attention.cli_types import non_negative_int  # noqa: E402
-from keras_attention.cli_types import positive_int  # noqa: E402
-from keras_attention.cli_types import unit_interval  # noqa: E402
-from keras_attention.error_rates import error_rate_table  # noqa: E402
-from keras_attention.error_rates import plot_error_rates_by_length  # noqa: E402
-from keras_attention.error_rates import score_decodings  # noqa: E402
-from keras_attention.file_hash import check_sha256  # noqa: E402
+from keras_attention.arguments.cli_types import comma_separated  # noqa: E402
+from keras_attention.arguments.cli_types import non_negative_int  # noqa: E402
+from keras_attention.arguments.cli_types import positive_int  # noqa: E402
+from keras_attention.arguments.cli_types import unit_interval  # noqa: E402
+from keras_attention.files.atomic import write_json  # noqa: E402
+from keras_attention.files.file_hash import check_sha256  # noqa: E402
+from keras_attention.files.model_file import ModelFileError  # noqa: E402
 from keras_attention.generation import EnsembleGenerator  # noqa: E402
 from keras_attention.generation import decode_batches  # noqa: E402
 from keras_attention.generation.search_defaults import BEAM_WIDTH  # noqa: E402
 from keras_attention.generation.search_defaults import MAX_SOURCE_LENGTH  # noqa: E402
-from keras_attention.line_reader import LineReader  # noqa: E402
-from keras_attention.line_reader import read_inputs  # noqa: E402
-from keras_attention.model_file import ModelFileError  # noqa: E402
-from keras_attention.symbol_vocabulary import SymbolVocabulary  # noqa: E402
-from keras_attention.training.atomic import write_json  # noqa: E402
+from keras_attention.scoring import plots  # noqa: E402
+from keras_attention.scoring.error_rates import error_rate_table  # noqa: E402
+from keras_attention.scoring.error_rates import plot_error_rates_by_length  # noqa: E402
+from keras_attention.scoring.error_rates import score_decodings  # noqa: E402
+from keras_attention.text.line_reader import LineReader  # noqa: E402
+from keras_attention.text.line_reader import read_inputs  # noqa: E402
+from keras_attention.text.symbol_vocabulary import SymbolVocabulary  # noqa: E402
 
 # The files of ../shared/data/cmudict and their sha256 (see the README there).
 SHA256 = {
@@ -110,7 +110,7 @@ OLDER_RECIPE = {"sigmoid_noise": 1.0, "score_bias_init": -1.0, "label_smoothing"
 RUN_FILES = ("vocab.json", "progress.json")
 # Word-length buckets of the table and the plot, in letters (inclusive).
 LENGTH_BUCKETS = ((1, 4), (5, 6), (7, 8), (9, 10), (11, 12), (13, 22))
-# WER and PER as published (`keras_attention.error_rates`): a word is wrong when
+# WER and PER as published (`keras_attention.scoring.error_rates`): a word is wrong when
 # its phones match none of its pronunciations; PER sums the edit distances to
 # the closest one.
 SCORE_NAMES = ("word", "phone", "wer", "per")

@@ -221,12 +221,12 @@ class LiteTranslator:
         """Runs every signature once at `source_length` tokens (the most the
         app will send; the static length of a static export), so no later
         call is the interpreter's first at a new largest length, where
-        LiteRT can go wrong (`keras_attention.lite_runtime`)."""
+        LiteRT can go wrong (`keras_attention.runtime.litert`)."""
         (detail,) = self._translate.get_input_details().values()
         static = detail["shape_signature"][1] > 0  # exported with a source_length
         length = None if static else min(source_length, self.max_source_length)
-        lite_runtime = _package_module("lite_runtime.py", "warming the interpreter up")
-        lite_runtime.warm_up(self.interpreter, length)
+        litert = _package_module("runtime/litert.py", "warming the interpreter up")
+        litert.warm_up(self.interpreter, length)
 
     def check_ids(self, source_ids):
         """Raises ValueError unless the ids fit the model: at most
@@ -401,7 +401,7 @@ def main(argv=None):
                 f"model's max_source_length={limit}; split it into shorter sentences"
             )
     # LiteRT can go wrong on the first call longer than any before it
-    # (keras_attention/lite_runtime.py): one call at the longest first.
+    # (keras_attention/runtime/litert.py): one call at the longest first.
     if longest:
         translator.warm_up(longest)
     outputs = []

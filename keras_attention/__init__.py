@@ -13,40 +13,35 @@ Imported from here (every Keras backend: TensorFlow, JAX, PyTorch):
   built-in GRU or LSTM or any Keras RNN cell: `BaseDecoder`,
   `BahdanauDecoder`, `LuongDecoder` (modules in `keras_attention.decoders`);
 - `Seq2SeqGenerator` (greedy and beam search with a trained encoder-decoder)
-  and the loss `SmoothedSparseCrossentropy` (`keras_attention.losses`).
+  and the loss `SmoothedSparseCrossentropy` (`keras_attention.training.losses`).
 
-Subpackages and modules, imported on their own:
+The package's rooms, each named for what it is for and imported on its own
+(each room's docstring says what it holds; its `__all__` names its modules or
+public names):
 
+- `keras_attention.attention`: the layers and the contract, with
+  `keras_attention.attention.masking` (fill values, masked softmax, shape
+  checks); `keras_attention.decoders`: the decoders;
 - `keras_attention.testing`: `check_attention`, which runs a mechanism of
   one's own through every promise of the contract;
 - `keras_attention.generation` (reading a model's graph, the searches,
   ensembles), `keras_attention.export` (SavedModel and builtin-only TFLite;
-  needs TensorFlow), `keras_attention.translation` (the English-French
-  Multi30k translator; needs TensorFlow and tensorflow-text);
-- `keras_attention.lite_runtime`: `warm_up`, one call of an exported
-  model's signatures at the longest source before an app's first (numpy
-  only; LiteRT can go wrong on an interpreter's first call longer than any
-  before it);
+  needs TensorFlow), `keras_attention.runtime` (running an exported model
+  in an app: `warm_up`; numpy only);
 - `keras_attention.training`: crash-safe training of any model in a run
-  folder, with `keras_attention.precision` (mixed precision) and
-  `keras_attention.distribution` (several devices, JAX);
-- helpers for a trainer or a layer of one's own: `keras_attention.masking`
-  (fill values, masked softmax, shape checks), `keras_attention.loops` (a
-  scan over time), `keras_attention.cli_types` (argparse types),
-  `keras_attention.edit_distance` and `keras_attention.error_rates` (error
-  rates such as WER, PER, CER), `keras_attention.file_hash` (a data file's
-  SHA-256), `keras_attention.symbol_vocabulary` (symbols and ids, specials
-  first), `keras_attention.plots`,
-  `keras_attention.model_file` (a `.keras` file or one line saying why not),
-  `keras_attention.line_reader` (the lines of a stream as they come, and a
-  command's inputs) and
-  `keras_attention.validation` (argument checks);
-- `keras_attention.keras_backend_check`, imported first: a `KERAS_BACKEND`
-  that is not installed is one line, not a traceback.
+  folder, the loss, mixed precision's checks and several devices;
+- `keras_attention.translation`: the English-French Multi30k translator, a
+  client of the rooms above (needs TensorFlow and tensorflow-text);
+- the ground under them: `keras_attention.arguments` (argument checks and
+  argparse types), `keras_attention.backend` (the `KERAS_BACKEND` check,
+  imported first; a scan over time; mixed-precision policies),
+  `keras_attention.files` (atomic writes, a data file's SHA-256, a `.keras`
+  file or one line saying why not), `keras_attention.text` (the lines of a
+  stream, symbol vocabularies) and `keras_attention.scoring` (edit
+  distance, error rates such as WER and PER, figures).
 """
 
 # First: it checks KERAS_BACKEND before Keras reads it (one line, not a traceback).
-from keras_attention import keras_backend_check  # noqa: F401
 from keras_attention.attention.bahdanau_attention import BahdanauAttention
 from keras_attention.attention.bahdanau_monotonic_attention import BahdanauMonotonicAttention
 from keras_attention.attention.base_alignment_attention import BaseAlignmentAttention
@@ -58,14 +53,15 @@ from keras_attention.attention.location_sensitive_attention import LocationSensi
 from keras_attention.attention.luong_attention import LuongAttention
 from keras_attention.attention.luong_monotonic_attention import LuongMonotonicAttention
 from keras_attention.attention.masked_softmax import MaskedSoftmax
+from keras_attention.attention.masking import masked_softmax
 from keras_attention.attention.monotonic_alignment import monotonic_alignment
 from keras_attention.attention.overridden_attention import OverriddenAttention
+from keras_attention.backend import check as keras_backend_check  # noqa: F401
 from keras_attention.decoders.bahdanau_decoder import BahdanauDecoder
 from keras_attention.decoders.base_decoder import BaseDecoder
 from keras_attention.decoders.luong_decoder import LuongDecoder
 from keras_attention.generation.seq2seq_generator import Seq2SeqGenerator
-from keras_attention.losses import SmoothedSparseCrossentropy
-from keras_attention.masking import masked_softmax
+from keras_attention.training.losses import SmoothedSparseCrossentropy
 
 __version__ = "0.1.0"
 

@@ -9,7 +9,7 @@ the device count once, at its start:
 
 Every run starts from the same weights and reads the same global batches:
 ROWS rows in batches of BATCH, so the last batch (5 rows) divides by neither
-2 nor 4 devices. The N-device runs pad it with `keras_attention.distribution`;
+2 nor 4 devices. The N-device runs pad it with `keras_attention.training.distribution`;
 the one-device runs read it as it is. Plain SGD, no dropout: a row dropped,
 counted twice or weighted wrong shows in the losses. Writes OUT_DIR/model.keras
 (trained on N devices), OUT_DIR/sources.npy and OUT_DIR/greedy.npy (its greedy
@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 from keras_attention import BahdanauAttention  # noqa: E402
 from keras_attention import BahdanauDecoder  # noqa: E402
 from keras_attention import Seq2SeqGenerator  # noqa: E402
-from keras_attention import distribution  # noqa: E402
+from keras_attention.training import distribution  # noqa: E402
 
 VOCAB, START, END = 24, 1, 23  # END: an id the model rarely emits
 ROWS, BATCH = 29, 8  # batches of 8, 8, 8 and 5 rows

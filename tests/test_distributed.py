@@ -1,7 +1,7 @@
 """Training on several devices gives the same losses as one device: under
 `tf.distribute` (two mirrored replicas, two workers) on TensorFlow, and under
 `keras.distribution.DataParallel` on 2 and 4 JAX host devices, with the last
-batch, indivisible, padded by `keras_attention.distribution`
+batch, indivisible, padded by `keras_attention.training.distribution`
 (tests/_data_parallel_worker.py, at the end of this module).
 
 The distributed runs happen in fresh processes (tests/_distributed_worker.py):
@@ -36,7 +36,7 @@ from _host_devices import host_devices_flags
 from ai_edge_litert.interpreter import Interpreter
 
 import keras_attention
-from keras_attention import distribution
+from keras_attention.training import distribution
 from keras_attention.translation import cli
 from keras_attention.translation import distribute
 from keras_attention.translation.translator import RUN_FILES

@@ -251,8 +251,8 @@ def test_a_source_id_outside_a_members_vocabulary_is_refused():
 
 
 def test_export_copies_reduced_precision_members_to_float32(dtype_policy):
-    from keras_attention.precision import float32_generator
-    from keras_attention.precision import reduced_precision_layers
+    from keras_attention.backend.precision import float32_generator
+    from keras_attention.backend.precision import reduced_precision_layers
 
     c = case()
     assert float32_generator(c.ensemble) is c.ensemble  # float32 already

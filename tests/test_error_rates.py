@@ -1,4 +1,4 @@
-"""`keras_attention.error_rates`: sequence and token error rates against
+"""`keras_attention.scoring.error_rates`: sequence and token error rates against
 several references, overall and by length."""
 
 import functools
@@ -7,12 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from keras_attention.error_rates import ErrorRates
-from keras_attention.error_rates import error_rate_table
-from keras_attention.error_rates import error_rates_by_length
-from keras_attention.error_rates import plot_error_rates_by_length
-from keras_attention.error_rates import score_decodings
-from keras_attention.error_rates import sequence_errors
+from keras_attention.scoring.error_rates import ErrorRates
+from keras_attention.scoring.error_rates import error_rate_table
+from keras_attention.scoring.error_rates import error_rates_by_length
+from keras_attention.scoring.error_rates import plot_error_rates_by_length
+from keras_attention.scoring.error_rates import score_decodings
+from keras_attention.scoring.error_rates import sequence_errors
 
 G2P = ("word", "phone", "wer", "per")
 
@@ -190,7 +190,7 @@ def test_score_decodings_refuses_a_decoding_that_misses_a_sequence():
 
 def test_the_error_rate_plot_draws_a_line_per_decoding(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
-    from keras_attention import plots
+    from keras_attention.scoring import plots
 
     drawn = {}
     monkeypatch.setattr(plots, "plot_lines", lambda *a, **k: drawn.update(args=a))

@@ -1,5 +1,5 @@
 """The G2P example: its CMUdict reader, its batches, and a tiny end-to-end run
-(its scoring is `keras_attention.error_rates`, tests/test_error_rates.py)."""
+(its scoring is `keras_attention.scoring.error_rates`, tests/test_error_rates.py)."""
 
 import collections
 import csv

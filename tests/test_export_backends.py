@@ -173,7 +173,7 @@ def test_model_trained_on_another_backend_exports_with_one_command(backend, tmp_
     from ai_edge_litert.interpreter import Interpreter
 
     from keras_attention.export import non_builtin_operators
-    from keras_attention.lite_runtime import warm_up
+    from keras_attention.runtime.litert import warm_up
 
     if importlib.util.find_spec(backend) is None:
         pytest.skip(f"{backend} is not installed")

@@ -1,11 +1,11 @@
-"""`keras_attention.file_hash`: a file's SHA-256, read in blocks, and its check."""
+"""`keras_attention.files.file_hash`: a file's SHA-256, read in blocks, and its check."""
 
 import hashlib
 
 import pytest
 
-from keras_attention.file_hash import check_sha256
-from keras_attention.file_hash import sha256_of
+from keras_attention.files.file_hash import check_sha256
+from keras_attention.files.file_hash import sha256_of
 
 
 @pytest.mark.parametrize("size", [0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) * 2 + 7])

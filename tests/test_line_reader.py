@@ -7,8 +7,8 @@ import io
 import pytest
 from _scripts import load_script
 
-from keras_attention.line_reader import LineReader
-from keras_attention.line_reader import read_inputs
+from keras_attention.text.line_reader import LineReader
+from keras_attention.text.line_reader import read_inputs
 
 
 def _lines(data, **options):

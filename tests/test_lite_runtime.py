@@ -1,4 +1,4 @@
-"""`lite_runtime.warm_up`: one call of each signature at the largest source.
+"""`runtime.litert.warm_up`: one call of each signature at the largest source.
 
 Python LiteRT's default CPU path can give wrong tokens on the first call
 whose source is longer than any earlier call of the interpreter (measured in
@@ -16,7 +16,7 @@ from test_seq2seq_generator import LENGTHS
 from test_seq2seq_generator import case
 
 from keras_attention.export import export_tflite
-from keras_attention.lite_runtime import warm_up
+from keras_attention.runtime.litert import warm_up
 
 LONGEST = max(LENGTHS)  # 7
 

@@ -5,7 +5,7 @@ Three models are built under `mixed_float16` or `mixed_bfloat16`: a
 own mechanism (`MyGMMAttention` of docs/custom_attention.md, run from the
 page). Each is exported as it is, with no step of the user's; the reference
 is the same architecture built again under float32 (not through
-`keras_attention.precision`) with the model's weights, run by Keras. On 200
+`keras_attention.backend.precision`) with the model's weights, run by Keras. On 200
 sources the exported tokens must equal that reference's on at least 99 %
 (198), greedy and beam, float32 and float16 weights, dynamic and static
 source length, TFLite and SavedModel. Int8 weights (dynamic range) move the
@@ -33,7 +33,7 @@ from keras_attention import BahdanauDecoder
 from keras_attention import LuongAttention
 from keras_attention import LuongDecoder
 from keras_attention import Seq2SeqGenerator
-from keras_attention import precision
+from keras_attention.backend import precision
 from keras_attention.export import LiteGenerator
 from keras_attention.export import export_saved_model
 from keras_attention.export import export_tflite
@@ -306,7 +306,7 @@ def test_float16_hidden_in_a_plain_function_is_named_before_conversion(cases):
         LiteGenerator(explicit, source_spec=((None,), "int32"))
 
 
-# ------------------------------------------------ keras_attention.precision
+# ------------------------------------------------ keras_attention.backend.precision
 
 
 def test_float32_copy_computes_as_a_float32_build_with_the_same_weights(cases):

@@ -25,11 +25,11 @@ import pytest
 import tensorflow as tf
 
 from keras_attention.export.tflite import export_tflite as generic_export_tflite
+from keras_attention.files.atomic import write_bytes
+from keras_attention.files.atomic import write_json
 from keras_attention.generation.search_defaults import MAX_BATCH
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.generation.search_defaults import BeamSettings
-from keras_attention.training.atomic import write_bytes
-from keras_attention.training.atomic import write_json
 from keras_attention.training.run_folder import write_mark
 from keras_attention.translation import SubwordTokenizer
 from keras_attention.translation import averaging
@@ -310,7 +310,7 @@ def test_tokenizer_does_not_import_the_run_module():
     }
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert "keras_attention.translation.runs" not in imported
-    assert "keras_attention.training.atomic" in imported
+    assert "keras_attention.files.atomic" in imported
 
 
 @pytest.mark.parametrize(
@@ -520,8 +520,8 @@ def test_export_refuses_a_folder_that_is_not_an_export(finished_run, tmp_path, m
 
 
 def _load_atomic():
-    """`training/atomic.py` alone (standard library only), for a child process."""
-    path = ROOT / "keras_attention/training/atomic.py"
+    """`files/atomic.py` alone (standard library only), for a child process."""
+    path = ROOT / "keras_attention/files/atomic.py"
     spec = importlib.util.spec_from_file_location("atomic", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -826,7 +826,7 @@ def test_evaluate_never_overwrites_a_results_json_it_did_not_write(finished_run,
 def test_a_full_disk_while_training_is_one_line_naming_the_file(tmp_path, monkeypatch):
     import errno
 
-    from keras_attention.training import atomic
+    from keras_attention.files import atomic
 
     def full_disk(run, *args, **kwargs):
         with atomic.atomic_path(run.run_dir / runs.MODEL_FILE) as temporary:

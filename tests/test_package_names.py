@@ -13,6 +13,7 @@ can change or go in any release. Read from the source with `ast`
 
 import ast
 import collections
+import sys
 from pathlib import Path
 
 import keras_attention
@@ -113,7 +114,7 @@ def test_the_private_import_finder_finds_both_forms(tmp_path):
     path.write_text(
         "from keras_attention.export.operators import _hidden\n"
         "from keras_attention.export import operators\n"
-        "from keras_attention.masking import shape_error as _alias\n"
+        "from keras_attention.attention.masking import shape_error as _alias\n"
         "operators._other()\n"
         "operators.__name__\n"
     )
@@ -133,7 +134,7 @@ def _top_level_names():
 def test_the_package_docstring_names_every_subpackage_and_module():
     docstring = keras_attention.__doc__
     missing = sorted(name for name in _top_level_names() if f"`{PACKAGE}.{name}`" not in docstring)
-    assert {"testing", "training", "translation", "masking"} <= _top_level_names()
+    assert {"testing", "training", "translation", "files"} <= _top_level_names()
     assert missing == []
 
 
@@ -216,3 +217,99 @@ def test_the_foreign_private_finder_finds_each_form(tmp_path):
         "6: _call_has_training_arg",
         "7: _tracker",
     ]
+
+
+# The package's rooms and the rooms each may import: every arrow runs down,
+# from the clients (translation) through export, generation and training to
+# the ground (arguments, backend, files, text, scoring, runtime), which
+# import no other room. `training` and `export` both write files through
+# `files`, with no arrow between them.
+GROUND = {"arguments", "backend", "files", "text", "scoring", "runtime"}
+MAY_IMPORT = {
+    **{room: set() for room in GROUND},
+    "attention": {"arguments", "backend"},
+    "decoders": {"arguments", "backend", "attention"},
+    "generation": {"arguments", "backend", "attention", "decoders"},
+    "training": GROUND,
+    "export": GROUND | {"attention", "decoders", "generation"},
+    "testing": GROUND | {"attention", "decoders", "generation", "export"},
+    "translation": GROUND
+    | {"attention", "decoders", "generation", "export", "training", "testing"},
+}
+# The root keeps its `__init__` and the public checker, as `keras.testing`.
+ROOT_MODULES = {"testing"}
+
+
+def _room_imports():
+    """{room: {rooms it imports}}, read from the source of every module
+    (function-level imports too); the root `__init__` is left out, since it
+    gathers the public names."""
+    found = collections.defaultdict(set)
+    for path in FOLDER.rglob("*.py"):
+        parts = path.relative_to(FOLDER).with_suffix("").parts
+        if parts == ("__init__",):
+            continue
+        room = parts[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE):
+                names = [node.module]
+                if node.module == PACKAGE:
+                    names = [f"{PACKAGE}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            for name in names:
+                other = name.split(".")
+                if other[0] == PACKAGE and len(other) > 1 and other[1] != room:
+                    found[room].add(other[1])
+    return found
+
+
+def test_the_root_keeps_its_init_and_the_checker_only():
+    loose = {path.stem for path in FOLDER.glob("*.py")} - {"__init__"}
+    assert loose == ROOT_MODULES
+
+
+def test_every_room_says_what_it_holds_and_lists_it_in_all():
+    for init in sorted(FOLDER.glob("*/__init__.py")):
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        assert ast.get_docstring(tree), init.parent.name
+        assigned = {
+            target.id
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        assert "__all__" in assigned, init.parent.name
+        module = __import__(f"{PACKAGE}.{init.parent.name}", fromlist=["__all__"])
+        for name in module.__all__:
+            assert hasattr(module, name) or (init.parent / f"{name}.py").is_file(), (
+                f"{init.parent.name}.__all__ names {name}, which it does not hold"
+            )
+
+
+def test_every_room_is_in_the_arrow_table():
+    rooms = {path.parent.name for path in FOLDER.glob("*/__init__.py")}
+    assert rooms | ROOT_MODULES == set(MAY_IMPORT)
+
+
+def test_every_arrow_between_rooms_runs_down():
+    upward = {
+        room: sorted(imported - MAY_IMPORT[room])
+        for room, imported in _room_imports().items()
+        if imported - MAY_IMPORT[room]
+    }
+    assert upward == {}
+
+
+def test_the_arrow_reader_finds_an_upward_import(monkeypatch, tmp_path):
+    fake = tmp_path / PACKAGE
+    (fake / "files").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "files" / "__init__.py").write_text('"""x"""\n__all__ = []\n')
+    (fake / "files" / "writer.py").write_text(
+        "def f():\n    from keras_attention.training import run_folder\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "FOLDER", fake)
+    assert _room_imports() == {"files": {"training"}}

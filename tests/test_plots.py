@@ -1,4 +1,4 @@
-"""`keras_attention.plots`: a heatmap sized from its labels, and the
+"""`keras_attention.scoring.plots`: a heatmap sized from its labels, and the
 translator's figures drawn through it."""
 
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("matplotlib")
 Image = pytest.importorskip("PIL.Image")
 
-from keras_attention.plots import plot_alignments  # noqa: E402
+from keras_attention.scoring.plots import plot_alignments  # noqa: E402
 
 
 def _size(path):

@@ -1,10 +1,10 @@
-"""`keras_attention.symbol_vocabulary.SymbolVocabulary`: symbols and ids,
+"""`keras_attention.text.symbol_vocabulary.SymbolVocabulary`: symbols and ids,
 specials first; encode names what it cannot encode, decode stops at END."""
 
 import numpy as np
 import pytest
 
-from keras_attention.symbol_vocabulary import SymbolVocabulary
+from keras_attention.text.symbol_vocabulary import SymbolVocabulary
 
 PHONES = ["<pad>", "<s>", "</s>", "AE", "K", "T"]
 

@@ -1,8 +1,8 @@
 """The helpers a command-line trainer of one's own takes from the package:
-`keras_attention.cli_types`, `keras_attention.training.set_intra_op_threads`,
+`keras_attention.arguments.cli_types`, `keras_attention.training.set_intra_op_threads`,
 `keras_attention.training.length_batches`,
-`keras_attention.generation.decode_batches`, `keras_attention.edit_distance`
-and `keras_attention.plots`.
+`keras_attention.generation.decode_batches`, `keras_attention.scoring.edit_distance`
+and `keras_attention.scoring.plots`.
 
 Fast: no model is trained. The tests that need TensorFlow are marked so.
 """
@@ -14,9 +14,9 @@ import sys
 import numpy as np
 import pytest
 
-from keras_attention import cli_types
-from keras_attention.edit_distance import edit_distance
+from keras_attention.arguments import cli_types
 from keras_attention.generation import decode_batches
+from keras_attention.scoring.edit_distance import edit_distance
 from keras_attention.training import length_bucketed_batches
 from keras_attention.training import length_bucketed_dataset
 from keras_attention.training import set_intra_op_threads
@@ -242,7 +242,7 @@ def test_edit_distance_counts_insertions_deletions_substitutions(a, b, distance)
 
 def test_alignment_plot_writes_a_png_of_each_panel(tmp_path):
     pytest.importorskip("matplotlib")
-    from keras_attention.plots import plot_alignments
+    from keras_attention.scoring.plots import plot_alignments
 
     weights = np.array([[0.9, 0.1], [0.2, 0.8], [0.5, 0.5]])
     path = tmp_path / "figures" / "alignments.png"
@@ -252,7 +252,7 @@ def test_alignment_plot_writes_a_png_of_each_panel(tmp_path):
 
 
 def test_alignment_plot_refuses_weights_that_do_not_match_their_labels(tmp_path):
-    from keras_attention.plots import plot_alignments
+    from keras_attention.scoring.plots import plot_alignments
 
     with pytest.raises(ValueError, match=r"panel 0 has weights of shape \(2, 2\).*\(3, 2\)"):
         plot_alignments(str(tmp_path / "a.png"), [(np.eye(2), ["A", "B"], ["x", "y", "z"], "")])
@@ -261,7 +261,7 @@ def test_alignment_plot_refuses_weights_that_do_not_match_their_labels(tmp_path)
 
 def test_line_plot_writes_a_png(tmp_path):
     pytest.importorskip("matplotlib")
-    from keras_attention.plots import plot_lines
+    from keras_attention.scoring.plots import plot_lines
 
     path = tmp_path / "lines.png"
     plot_lines(str(path), {"greedy": (["1-4", "5-6"], [10.0, 20.0])}, "letters", "WER (%)")
@@ -269,7 +269,7 @@ def test_line_plot_writes_a_png(tmp_path):
 
 
 def test_comma_separated_keeps_the_order_and_refuses_unknown_items(capsys):
-    from keras_attention.cli_types import comma_separated
+    from keras_attention.arguments.cli_types import comma_separated
 
     parser = argparse.ArgumentParser(prog="export")
     parser.add_argument("--variants", type=comma_separated(("float32", "float16", "int8")))

@@ -4,7 +4,7 @@ example's `train`, which hand them to `TrainingRun`.
 A tiny translator run (40 pairs, one epoch) trained under mixed_bfloat16
 (bfloat16 runs on a CPU) exports, with `export` unchanged, to a builtin-only
 TFLite model whose greedy tokens equal Keras greedy of the same weights in a
-model built again in float32 (not through `keras_attention.precision`). Bad
+model built again in float32 (not through `keras_attention.backend.precision`). Bad
 input is refused in one line before a run folder is made. The G2P example
 alike: a quick run in mixed_bfloat16 exports with `export` unchanged, tokens
 equal to its recipe rebuilt in float32; a quick run on 3 JAX host devices
@@ -17,7 +17,7 @@ import pytest
 from _data_paths import multi30k_dir
 from _host_devices import host_devices_flags
 
-from keras_attention import precision
+from keras_attention.backend import precision
 from keras_attention.translation import cli
 
 pytestmark = pytest.mark.tensorflow

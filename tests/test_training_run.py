@@ -18,9 +18,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attention import precision
-from keras_attention.distribution import DistributionError
-from keras_attention.precision import PolicyError
+from keras_attention.backend import precision
+from keras_attention.backend.precision import PolicyError
 from keras_attention.training import CosineToBudget
 from keras_attention.training import DiskFullError
 from keras_attention.training import NotARunError
@@ -35,6 +34,7 @@ from keras_attention.training import averaging
 from keras_attention.training import cosine_to_budget
 from keras_attention.training import run_folder
 from keras_attention.training import run_status
+from keras_attention.training.distribution import DistributionError
 
 OPTIONS = {"units": 8, "seed": 3}
 EPOCHS = 3

@@ -30,12 +30,12 @@ from _scripts import ROOT
 from _scripts import load_script
 
 from keras_attention import training
+from keras_attention.files.atomic import TEMP_PREFIX
+from keras_attention.files.atomic import WRITE_DELAY_ENV
 from keras_attention.training import NotARunError
 from keras_attention.training import RunInUseError
 from keras_attention.training import RunOptionsError
 from keras_attention.training import run_folder
-from keras_attention.training.atomic import TEMP_PREFIX
-from keras_attention.training.atomic import WRITE_DELAY_ENV
 
 pytestmark = pytest.mark.tensorflow
 

@@ -191,7 +191,7 @@ def test_the_g2p_example_says_a_model_it_can_not_load_in_one_line(tmp_path, kind
 
 @pytest.mark.parametrize("backend", ["nonsense", "openvino"])
 def test_a_keras_backend_that_is_not_installed_is_one_line(backend):
-    from keras_attention.keras_backend_check import installed_backends
+    from keras_attention.backend.check import installed_backends
 
     if backend in installed_backends():
         pytest.skip(f"{backend} is installed here")

@@ -10,6 +10,7 @@ from keras_attention import BahdanauMonotonicAttention
 from keras_attention import LocationSensitiveAttention
 from keras_attention import LuongAttention
 from keras_attention import LuongMonotonicAttention
+from keras_attention.arguments.validation import check_positive_int
 from keras_attention.export import export_tflite
 from keras_attention.generation import beam_search
 from keras_attention.generation.search_defaults import check_beam_width
@@ -19,7 +20,6 @@ from keras_attention.translation import export
 from keras_attention.translation import make_dataset
 from keras_attention.translation import read_parallel
 from keras_attention.translation.model import build_translator
-from keras_attention.validation import check_positive_int
 
 # `True` and `False` are ints in Python; a size of True is still a mistake.
 NOT_POSITIVE_INTS = [True, False, 0, -1, 1.5, "3"]

@@ -14,7 +14,7 @@ import math
 import keras
 from keras import ops
 
-from keras_attention.masking import project
+from keras_attention.attention.masking import project
 
 
 def additive_score(query, keys, score_vector, bias=None):

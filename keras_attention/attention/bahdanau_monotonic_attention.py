@@ -2,11 +2,11 @@
 
 import keras
 
+from keras_attention.arguments.validation import check_positive_int
 from keras_attention.attention.additive_score import build_additive_score
 from keras_attention.attention.additive_score import layer_additive_score
 from keras_attention.attention.additive_score import project_keys
 from keras_attention.attention.base_monotonic_attention import BaseMonotonicAttention
-from keras_attention.validation import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -13,8 +13,8 @@ from keras import ops
 
 from keras_attention.attention.base_attention import BaseAttention
 from keras_attention.attention.base_attention import refuse_abstract_base
-from keras_attention.masking import shape_str
-from keras_attention.masking import zero_masked
+from keras_attention.attention.masking import shape_str
+from keras_attention.attention.masking import zero_masked
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -23,16 +23,16 @@ d_k, d_v, units.
 import keras
 from keras import ops
 
-from keras_attention import loops
+from keras_attention.arguments.validation import bound_arguments
+from keras_attention.attention.masking import dims_compatible as _same
+from keras_attention.attention.masking import shape_error as _arg_error
+from keras_attention.attention.masking import shape_str
+from keras_attention.attention.masking import shapes_compatible
+from keras_attention.attention.masking import softmax_dtype
+from keras_attention.attention.masking import zero_masked
 from keras_attention.attention.step_guard import RandomDrawInStepError
 from keras_attention.attention.step_guard import no_random_draws
-from keras_attention.masking import dims_compatible as _same
-from keras_attention.masking import shape_error as _arg_error
-from keras_attention.masking import shape_str
-from keras_attention.masking import shapes_compatible
-from keras_attention.masking import softmax_dtype
-from keras_attention.masking import zero_masked
-from keras_attention.validation import bound_arguments
+from keras_attention.backend import loops
 
 # The shapes of the inputs, in the symbols of the docs and the error messages.
 _SYMBOLS = {

@@ -11,16 +11,16 @@ path.
 import keras
 from keras import ops
 
+from keras_attention.arguments.validation import bound_arguments
+from keras_attention.arguments.validation import check_positive_int
 from keras_attention.attention.base_attention import BaseAttention
 from keras_attention.attention.base_attention import refuse_abstract_base
+from keras_attention.attention.masking import masked_softmax
+from keras_attention.attention.masking import shape_error as _arg_error
+from keras_attention.attention.masking import shape_str
+from keras_attention.attention.masking import shapes_compatible
+from keras_attention.attention.masking import zero_masked
 from keras_attention.attention.step_guard import no_random_draws
-from keras_attention.masking import masked_softmax
-from keras_attention.masking import shape_error as _arg_error
-from keras_attention.masking import shape_str
-from keras_attention.masking import shapes_compatible
-from keras_attention.masking import zero_masked
-from keras_attention.validation import bound_arguments
-from keras_attention.validation import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
+from keras_attention.arguments.validation import check_positive_int
 from keras_attention.attention.base_attention import BaseAttention
-from keras_attention.validation import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -3,13 +3,13 @@
 import keras
 from keras import ops
 
+from keras_attention.arguments.validation import check_positive_int
 from keras_attention.attention.additive_score import add_projections
 from keras_attention.attention.additive_score import additive_score
 from keras_attention.attention.additive_score import project_keys
 from keras_attention.attention.base_alignment_attention import BaseAlignmentAttention
-from keras_attention.masking import masked_softmax
-from keras_attention.masking import project
-from keras_attention.validation import check_positive_int
+from keras_attention.attention.masking import masked_softmax
+from keras_attention.attention.masking import project
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -3,12 +3,12 @@
 import keras
 from keras import ops
 
+from keras_attention.arguments.validation import check_positive_int
 from keras_attention.attention.additive_score import build_additive_score
 from keras_attention.attention.additive_score import layer_additive_score
 from keras_attention.attention.additive_score import project_keys
 from keras_attention.attention.content_attention import ContentAttention
-from keras_attention.masking import shape_str
-from keras_attention.validation import check_positive_int
+from keras_attention.attention.masking import shape_str
 
 _SCORE_MODES = ("dot", "general", "concat")
 

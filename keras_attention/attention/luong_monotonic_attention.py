@@ -3,10 +3,10 @@
 import keras
 from keras import ops
 
+from keras_attention.arguments.validation import check_positive_int
 from keras_attention.attention.additive_score import project_keys
 from keras_attention.attention.base_monotonic_attention import BaseMonotonicAttention
-from keras_attention.masking import shape_error as _arg_error
-from keras_attention.validation import check_positive_int
+from keras_attention.attention.masking import shape_error as _arg_error
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_attention.masking import masked_softmax
+from keras_attention.attention.masking import masked_softmax
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

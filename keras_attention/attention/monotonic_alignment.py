@@ -24,7 +24,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_attention import loops
+from keras_attention.backend import loops
 
 MONOTONIC_MODES = ("parallel", "recursive", "hard")
 

@@ -16,9 +16,9 @@ wrapped; the translation toolkit's `explain` command decodes with one.
 import keras
 from keras import ops
 
+from keras_attention.arguments.validation import bound_arguments
 from keras_attention.attention.content_attention import ContentAttention
-from keras_attention.masking import zero_masked
-from keras_attention.validation import bound_arguments
+from keras_attention.attention.masking import zero_masked
 
 MODES = ("uniform", "permute")
 

@@ -21,15 +21,15 @@ the loop) and its `step` run.
 import keras
 from keras import ops
 
+from keras_attention.arguments.validation import bound_arguments
 from keras_attention.attention.base_attention import BaseAttention
+from keras_attention.attention.masking import shape_error as _shape_error
+from keras_attention.attention.masking import zero_masked
 from keras_attention.decoders import decoder_checks
 from keras_attention.decoders.cell_runner import CellRunner
 from keras_attention.decoders.cell_runner import cell_arguments
 from keras_attention.decoders.cell_runner import deserialize_cell
 from keras_attention.decoders.decoder_loop import SequenceInputs
-from keras_attention.masking import shape_error as _shape_error
-from keras_attention.masking import zero_masked
-from keras_attention.validation import bound_arguments
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -5,10 +5,10 @@ Every check names the tensor, the expected shape in the symbols of the docs
 them with its sizes (None before it is built) and its `CellRunner`.
 """
 
-from keras_attention.masking import dims_compatible as _same
-from keras_attention.masking import shape_error as _shape_error
-from keras_attention.masking import shape_str
-from keras_attention.masking import shapes_compatible
+from keras_attention.attention.masking import dims_compatible as _same
+from keras_attention.attention.masking import shape_error as _shape_error
+from keras_attention.attention.masking import shape_str
+from keras_attention.attention.masking import shapes_compatible
 
 
 def check_inputs(target_shape, memory_shape, initial_state, masks, cells, sizes):

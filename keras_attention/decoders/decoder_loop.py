@@ -12,7 +12,7 @@ import dataclasses
 import keras
 from keras import ops
 
-from keras_attention.loops import scan
+from keras_attention.backend.loops import scan
 
 
 @dataclasses.dataclass(frozen=True)

@@ -85,9 +85,9 @@ def main(argv=None):
     if keras.backend.backend() != "tensorflow":
         return _on_tensorflow(argv)
     try:
-        from keras_attention import Seq2SeqGenerator
         from keras_attention.export import export_saved_model
         from keras_attention.export import export_tflite
+        from keras_attention.generation.seq2seq_generator import Seq2SeqGenerator
 
         for module in args.imports:
             importlib.import_module(module)

@@ -15,15 +15,15 @@ folder holding anything else than an export's files is refused, unchanged.
 import time
 from pathlib import Path
 
+from keras_attention.arguments.validation import check_positive_int
 from keras_attention.export.backend import check_tensorflow_backend
 from keras_attention.export.saved_model import export_saved_model
 from keras_attention.export.tflite import export_tflite
+from keras_attention.files.atomic import replaced_folder
+from keras_attention.files.atomic import write_json
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import check_beam_width
-from keras_attention.training.atomic import replaced_folder
-from keras_attention.training.atomic import write_json
-from keras_attention.validation import check_positive_int
 
 SAVED_MODEL_DIR = "saved_model"
 TFLITE_DIR = "tflite"

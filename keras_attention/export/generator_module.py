@@ -1,11 +1,11 @@
 """What the SavedModel and the TFLite modules of a generator share."""
 
+from keras_attention.backend.precision import float32_generator
 from keras_attention.export.backend import ExportModule
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import COVERAGE_PENALTY
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import BeamSettings
-from keras_attention.precision import float32_generator
 
 
 class GeneratorModule(ExportModule):
@@ -18,7 +18,7 @@ class GeneratorModule(ExportModule):
 
     A generator whose model computes in float16 or bfloat16 (trained under
     `mixed_float16` or `mixed_bfloat16`) is exported through a float32 copy
-    with the same weights (`keras_attention.precision.float32_generator`):
+    with the same weights (`keras_attention.backend.precision.float32_generator`):
     `self.generator` is that copy, and the export computes in float32 as the
     model's float32 twin does in Keras.
 

@@ -2,12 +2,12 @@
 
 import tensorflow as tf
 
+from keras_attention.arguments.validation import check_positive_int
 from keras_attention.export.generator_module import GeneratorModule
 from keras_attention.export.tflite import GENERATE_OUTPUTS
 from keras_attention.export.tflite import check_captured_variables
 from keras_attention.export.tflite import source_signature
 from keras_attention.generation.search_defaults import MAX_BATCH
-from keras_attention.validation import check_positive_int
 
 # The signatures of every SavedModel export: greedy search, beam search.
 SIGNATURES = ("serving_default", "beam")

@@ -20,15 +20,15 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from keras_attention.arguments.validation import check_positive_int
 from keras_attention.export.backend import check_tensorflow_backend
 from keras_attention.export.float16 import float16_weights
 from keras_attention.export.generator_module import GeneratorModule
 from keras_attention.export.operators import non_builtin_operators
+from keras_attention.files.atomic import write_bytes
+from keras_attention.files.atomic import write_json
 from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.generation.seq2seq_generator import at_least_one_position
-from keras_attention.training.atomic import write_bytes
-from keras_attention.training.atomic import write_json
-from keras_attention.validation import check_positive_int
 
 QUANTIZATIONS = (None, "float16", "int8")
 GENERATE_OUTPUTS = ("tokens", "lengths", "log_probs", "attention")
@@ -373,7 +373,7 @@ def check_float32(functions):
             f"{len(reduced)} kinds of op), which builtin-only TFLite cannot run. "
             "Build it with `Seq2SeqGenerator.from_model` (exported through a "
             "float32 copy), or from float32 copies of its layers "
-            "(`keras_attention.precision.float32_copy(layer)`)."
+            "(`keras_attention.backend.precision.float32_copy(layer)`)."
         )
 
 
@@ -438,7 +438,7 @@ def convert(lite_generator, quantization=None):
 
 def write_tflite(lite_generator, path, quantization=None):
     """Converts a `LiteGenerator` (`convert`) and writes the model to `path`,
-    whole or not at all (`keras_attention.training.atomic`), creating the
+    whole or not at all (`keras_attention.files.atomic`), creating the
     folder if needed. The step every TFLite export shares: `export_tflite`
     and the translator's (`keras_attention.translation.lite`).
 
@@ -474,7 +474,7 @@ def export_tflite(generator, path, quantization=None, **options):
 
     `path` with the suffix `.json` receives the manifest: the source spec, the
     ids, the bounds, the signatures and the state names. Each file is written
-    whole or not at all (`keras_attention.training.atomic`); the folder is
+    whole or not at all (`keras_attention.files.atomic`); the folder is
     created if needed.
 
     Args:

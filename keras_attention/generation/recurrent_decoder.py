@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
+from keras_attention.arguments.validation import bound_arguments
 from keras_attention.decoders.base_decoder import BaseDecoder
-from keras_attention.validation import bound_arguments
 
 
 class RecurrentDecoder:

@@ -40,7 +40,7 @@ import numbers
 
 from keras import ops
 
-from keras_attention.validation import check_positive_int
+from keras_attention.arguments.validation import check_positive_int
 
 BEAM_WIDTH = 4
 LENGTH_PENALTY = 0.6

@@ -18,6 +18,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attention.arguments.validation import check_positive_int
 from keras_attention.decoders.base_decoder import BaseDecoder
 from keras_attention.generation.compiled import compile_search
 from keras_attention.generation.compiled import is_eager
@@ -37,7 +38,6 @@ from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.generation.search_defaults import check_max_length
 from keras_attention.generation.search_defaults import default_max_length
 from keras_attention.generation.search_defaults import source_lengths
-from keras_attention.validation import check_positive_int
 
 # The bounds of `search_defaults`, under the names the constructor documents.
 DEFAULT_MAX_SOURCE_LENGTH = MAX_SOURCE_LENGTH

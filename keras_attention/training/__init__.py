@@ -20,7 +20,6 @@ import importlib
 # Each public name and its module, imported on first use: the atomic writes
 # (standard library only) do not import Keras.
 _WHERE = {
-    "DiskFullError": "atomic",
     "average_weights": "averaging",
     "CorruptRunError": "run_folder",
     "NotARunError": "run_folder",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from keras_attention.validation import check_positive_int
+from keras_attention.arguments.validation import check_positive_int
 
 EPOCHS_DIR = "epochs"
 _EPOCH_FILE = re.compile(r"^epoch_(\d+)\.weights\.h5$")

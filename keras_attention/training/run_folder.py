@@ -15,7 +15,7 @@ A run folder holds:
 | `run.lock` | held by the process that writes the run (`RunLock`) |
 
 and whatever files a client declares as its own (the translator's
-vocabularies). Every file is written atomically (`keras_attention.training.atomic`):
+vocabularies). Every file is written atomically (`keras_attention.files.atomic`):
 a process killed at any instant leaves each file whole, old or new.
 
 A folder is a run of this package only when it holds the mark, a file that
@@ -56,11 +56,11 @@ from pathlib import Path
 import h5py
 import keras
 
+from keras_attention.files.atomic import TEMP_PREFIX
+from keras_attention.files.atomic import atomic_path
+from keras_attention.files.atomic import write_json
+from keras_attention.files.atomic import write_text
 from keras_attention.training import averaging
-from keras_attention.training.atomic import TEMP_PREFIX
-from keras_attention.training.atomic import atomic_path
-from keras_attention.training.atomic import write_json
-from keras_attention.training.atomic import write_text
 
 MARK_FILE = "keras_attention_run.json"
 # What the mark holds; a folder whose mark names another format is not ours.

@@ -9,7 +9,7 @@ try:
 except ImportError:  # Windows: the lock falls back to the pid in the file
     fcntl = None
 
-from keras_attention.training.atomic import process_is_running
+from keras_attention.files.atomic import process_is_running
 from keras_attention.training.run_folder import LOCK_FILE
 from keras_attention.training.run_folder import RunInUseError
 

@@ -7,7 +7,7 @@ import time
 
 import keras
 
-from keras_attention.training.atomic import write_json
+from keras_attention.files.atomic import write_json
 from keras_attention.training.schedules import cosine_to_budget
 
 

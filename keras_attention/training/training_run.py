@@ -8,12 +8,12 @@ from pathlib import Path
 
 import keras
 
-from keras_attention import cli_types
-from keras_attention import distribution as distribution_lib
-from keras_attention import precision
-from keras_attention.model_file import load_model
+from keras_attention.arguments import cli_types
+from keras_attention.backend import precision
+from keras_attention.files.atomic import write_json
+from keras_attention.files.model_file import load_model
+from keras_attention.training import distribution as distribution_lib
 from keras_attention.training import run_folder
-from keras_attention.training.atomic import write_json
 from keras_attention.training.run_folder import CONFIG_FILE
 from keras_attention.training.run_folder import FINISHED
 from keras_attention.training.run_folder import MODEL_FILE
@@ -80,7 +80,7 @@ def add_training_arguments(
     `--batch-size`, `--learning-rate` (the peak of `TimeBudget`'s decay),
     `--max-minutes`, `--epochs`, `--steps-per-epoch`, `--seed`,
     `--intra-op-threads` (`set_intra_op_threads`), `--verbose` and those of
-    `add_run_arguments`. Values are checked by `keras_attention.cli_types`.
+    `add_run_arguments`. Values are checked by `keras_attention.arguments.cli_types`.
 
     Args:
         parser: an `argparse.ArgumentParser` (or a subcommand's parser).
@@ -198,14 +198,14 @@ class TrainingRun:
         mixed_precision: None (float32), "mixed_float16" or
             "mixed_bfloat16": the dtype policy the model is built in (the
             global policy is put back afterwards). Checked here with
-            `keras_attention.precision.check_policy` (a runtime that cannot
+            `keras_attention.backend.precision.check_policy` (a runtime that cannot
             train in it is refused before anything is written). Recorded in
             the options as `mixed_precision`; a resumed run must keep it (it
             changes the arithmetic, and under mixed_float16 the optimizer).
             Export makes a float32 copy of such a model by itself.
         distribution: None, or "data-parallel": on JAX, the model is built,
             compiled and trained under `keras.distribution.DataParallel`
-            (`keras_attention.distribution.data_parallel(devices)`), and a
+            (`keras_attention.training.distribution.data_parallel(devices)`), and a
             `tf.data.Dataset` or NumPy training and validation data have
             their last batch that does not divide by the device count padded
             with rows of sample weight 0 (`pad_dataset`, `pad_arrays`).
@@ -396,7 +396,7 @@ class TrainingRun:
 
         Raises:
             UntrainedRunError: a file is missing (the message names them).
-            keras_attention.model_file.ModelFileError: `model.keras` cannot
+            keras_attention.files.model_file.ModelFileError: `model.keras` cannot
                 be loaded (one line naming it).
         """
         run_dir = Path(run_dir)
@@ -563,7 +563,7 @@ class TrainingRun:
                 process holds the folder's lock (named).
             CorruptRunError: as `check` raises it.
             RunWriteError: the folder cannot be written (read-only).
-            keras_attention.training.atomic.DiskFullError: the disk filled
+            keras_attention.files.atomic.DiskFullError: the disk filled
                 up; the run resumes once there is space.
         """
         # Entered here when the caller did not enter the run (`with run:`).

@@ -29,15 +29,15 @@ import logging
 
 import keras
 
-from keras_attention.cli_types import positive_float as _positive_float
-from keras_attention.cli_types import positive_int as _positive_int
-from keras_attention.cli_types import unit_interval as _unit_interval
-from keras_attention.distribution import DistributionError
+from keras_attention.arguments.cli_types import positive_float as _positive_float
+from keras_attention.arguments.cli_types import positive_int as _positive_int
+from keras_attention.arguments.cli_types import unit_interval as _unit_interval
+from keras_attention.backend.precision import PolicyError
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.generation.search_defaults import check_penalty
-from keras_attention.precision import PolicyError
+from keras_attention.training.distribution import DistributionError
 from keras_attention.training.training_run import add_run_arguments
 from keras_attention.translation import commands
 from keras_attention.translation import distribute

@@ -19,20 +19,20 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_attention import plots
+from keras_attention.arguments.validation import check_positive_int
 from keras_attention.decoders.overridden_decoder import overridden_decoder
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
-from keras_attention.line_reader import LineReader
-from keras_attention.line_reader import read_inputs
+from keras_attention.scoring import plots
+from keras_attention.text.line_reader import LineReader
+from keras_attention.text.line_reader import read_inputs
 from keras_attention.translation import averaging
 from keras_attention.translation import evaluation
 from keras_attention.translation import runs
 from keras_attention.translation.data import load_multi30k
 from keras_attention.translation.runs import MODEL_FILE
 from keras_attention.translation.translator import load_run
-from keras_attention.validation import check_positive_int
 
 TEST_SPLITS = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
 # Sentences `translate` decodes at once: its memory is bounded by one batch.

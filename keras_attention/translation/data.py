@@ -31,9 +31,9 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from keras_attention.file_hash import sha256_of
-from keras_attention.validation import check_positive_int
-from keras_attention.validation import check_same_count
+from keras_attention.arguments.validation import check_positive_int
+from keras_attention.arguments.validation import check_same_count
+from keras_attention.files.file_hash import sha256_of
 
 logger = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from keras_attention import plots
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import BeamSettings
+from keras_attention.scoring import plots
 from keras_attention.translation.tokenizer import postprocess
 
 # Source-length buckets (English words) of the BLEU-by-length plot.
@@ -317,7 +317,7 @@ def attention_statistics(attention):
 
 
 def plot_bleu_by_length(curves, path, title="BLEU by source length"):
-    """One line per model (`keras_attention.plots.plot_lines`): `curves` maps a
+    """One line per model (`keras_attention.scoring.plots.plot_lines`): `curves` maps a
     name to `bleu_by_length` rows."""
     series = {
         name: ([f"{lo}-{hi}" for lo, hi, _, _ in rows], [b for _, _, _, b in rows])

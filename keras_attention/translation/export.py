@@ -40,6 +40,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from keras_attention.arguments.validation import check_positive_int
 from keras_attention.export.backend import BackendError
 from keras_attention.export.backend import check_tensorflow_backend
 from keras_attention.export.folder import SAVED_MODEL_DIR
@@ -47,6 +48,8 @@ from keras_attention.export.folder import TFLITE_DIR
 from keras_attention.export.folder import check_export_folder
 from keras_attention.export.folder import written_line
 from keras_attention.export.saved_model import SIGNATURES
+from keras_attention.files.atomic import replaced_folder
+from keras_attention.files.atomic import write_json
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BATCH
@@ -55,8 +58,6 @@ from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.generation.search_defaults import check_max_length
 from keras_attention.generation.search_defaults import check_penalty
-from keras_attention.training.atomic import replaced_folder
-from keras_attention.training.atomic import write_json
 from keras_attention.translation import runs
 from keras_attention.translation.lite import TFLITE_CONFIG_FILE
 from keras_attention.translation.lite import VARIANTS
@@ -66,7 +67,6 @@ from keras_attention.translation.lite import tflite_filename
 from keras_attention.translation.lite import tflite_files
 from keras_attention.translation.serving import export_translator_saved_model
 from keras_attention.translation.translator import load_run
-from keras_attention.validation import check_positive_int
 
 # `lite`'s file names are importable from here too.
 __all__ = [

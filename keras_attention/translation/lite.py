@@ -39,8 +39,8 @@ from pathlib import Path
 
 from keras_attention.export import tflite as generic_tflite
 from keras_attention.export.folder import check_variants
-from keras_attention.training.atomic import write_json
-from keras_attention.training.atomic import write_text
+from keras_attention.files.atomic import write_json
+from keras_attention.files.atomic import write_text
 from keras_attention.translation.tokenizer import RESERVED_TOKENS
 from keras_attention.translation.tokenizer import SUFFIX_INDICATOR
 

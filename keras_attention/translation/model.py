@@ -19,12 +19,12 @@ starts from s_0, the whole source squeezed into one vector).
 
 import keras
 
+from keras_attention.arguments.validation import check_positive_int
 from keras_attention.attention.bahdanau_attention import BahdanauAttention
 from keras_attention.attention.luong_attention import LuongAttention
 from keras_attention.decoders.bahdanau_decoder import BahdanauDecoder
 from keras_attention.decoders.luong_decoder import LuongDecoder
 from keras_attention.translation.tied_embedding import TiedEmbedding
-from keras_attention.validation import check_positive_int
 
 ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat", "none")
 # What s_0 is computed from: the encoder's final states (both directions), or

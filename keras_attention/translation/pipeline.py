@@ -40,8 +40,8 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from keras_attention.validation import check_positive_int
-from keras_attention.validation import check_same_count
+from keras_attention.arguments.validation import check_positive_int
+from keras_attention.arguments.validation import check_same_count
 
 # Upper bounds (exclusive) of the length buckets, in subwords. Multi30k sentences
 # have about 15-17 subwords with a ~3k vocabulary, rarely more than 50.

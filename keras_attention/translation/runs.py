@@ -23,15 +23,15 @@ are here too, for the translator's modules.
 import os
 from pathlib import Path
 
+from keras_attention.files.atomic import TEMP_PREFIX  # noqa: F401
+from keras_attention.files.atomic import WRITE_DELAY_ENV  # noqa: F401 (tests' hook)
+from keras_attention.files.atomic import DiskFullError  # noqa: F401
+from keras_attention.files.atomic import atomic_path  # noqa: F401
+from keras_attention.files.atomic import process_is_running
+from keras_attention.files.atomic import write_json
+from keras_attention.files.atomic import write_text  # noqa: F401
 from keras_attention.training import averaging
 from keras_attention.training import run_folder
-from keras_attention.training.atomic import TEMP_PREFIX  # noqa: F401
-from keras_attention.training.atomic import WRITE_DELAY_ENV  # noqa: F401 (tests' hook)
-from keras_attention.training.atomic import DiskFullError  # noqa: F401
-from keras_attention.training.atomic import atomic_path  # noqa: F401
-from keras_attention.training.atomic import process_is_running
-from keras_attention.training.atomic import write_json
-from keras_attention.training.atomic import write_text  # noqa: F401
 from keras_attention.training.run_folder import BACKUP_DIR
 from keras_attention.training.run_folder import CONFIG_FILE
 from keras_attention.training.run_folder import FINISHED  # noqa: F401

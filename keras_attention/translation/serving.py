@@ -25,14 +25,14 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from keras_attention.arguments.validation import check_positive_int
+from keras_attention.backend.precision import float32_copy
 from keras_attention.export.backend import ExportModule
 from keras_attention.export.saved_model import write_saved_model
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BATCH
 from keras_attention.generation.search_defaults import BeamSettings
-from keras_attention.precision import float32_copy
-from keras_attention.validation import check_positive_int
 
 
 class ServingTranslator(ExportModule):

@@ -44,11 +44,11 @@ from pathlib import Path
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_attention.training.atomic import write_text
+from keras_attention.arguments.validation import check_positive_int
+from keras_attention.files.atomic import write_text
 
 # Re-exported: postprocess lives in a module without TensorFlow (the LiteRT app loads it).
 from keras_attention.translation.postprocess import postprocess  # noqa: F401
-from keras_attention.validation import check_positive_int
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
 PAD_ID = 0

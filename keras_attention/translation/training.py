@@ -19,7 +19,8 @@ import logging
 
 import keras
 
-from keras_attention import SmoothedSparseCrossentropy
+from keras_attention.arguments.validation import check_positive_int
+from keras_attention.training.losses import SmoothedSparseCrossentropy
 from keras_attention.training.schedules import CosineToBudget
 from keras_attention.training.schedules import EpochWeights  # noqa: F401
 from keras_attention.training.schedules import TimeLimit  # noqa: F401
@@ -33,7 +34,6 @@ from keras_attention.translation.runs import CONFIG_FILE
 from keras_attention.translation.runs import SOURCE_VOCAB
 from keras_attention.translation.runs import TARGET_VOCAB
 from keras_attention.translation.tokenizer import SubwordTokenizer
-from keras_attention.validation import check_positive_int
 
 # Sizes of the two presets. "default" follows the published system (embedding
 # 128, GRU 256); "tiny" is a first look that finishes in about two minutes.

@@ -12,11 +12,11 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention.decoders.base_decoder import BaseDecoder
+from keras_attention.files.model_file import ModelFileError
+from keras_attention.files.model_file import load_model
 from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.generation.seq2seq_generator import Seq2SeqGenerator
-from keras_attention.model_file import ModelFileError
-from keras_attention.model_file import load_model
 from keras_attention.translation import runs
 from keras_attention.translation.runs import CONFIG_FILE  # noqa: F401
 from keras_attention.translation.runs import MODEL_FILE

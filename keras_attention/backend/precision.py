@@ -216,7 +216,7 @@ def float32_generator(generator):
             f"The generator computes in reduced precision ({names}), and only a "
             "generator of `Seq2SeqGenerator.from_model` can be copied to float32 "
             "here. Build this one from float32 copies of its layers "
-            "(`keras_attention.precision.float32_copy(layer)`)."
+            "(`keras_attention.backend.precision.float32_copy(layer)`)."
         )
     copy = type(generator).from_model(
         float32_copy(model),

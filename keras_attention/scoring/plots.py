@@ -15,7 +15,7 @@ def _pyplot():
         import matplotlib
     except ImportError:
         raise ImportError(
-            "keras_attention.plots draws with matplotlib, which is not installed: "
+            "keras_attention.scoring.plots draws with matplotlib, which is not installed: "
             "pip install 'keras-seq2seq-attention[examples]' (or matplotlib)"
         ) from None
     matplotlib.use("Agg")

@@ -5,12 +5,12 @@ The measures of grapheme-to-phoneme (word and phone error rates, WER and
 PER), speech recognition (WER over words) and OCR (character error rate):
 each prediction is scored against one or more references (a word with two
 pronunciations has two). The sequence is right when it equals one of them;
-its token errors are its edit distance (`keras_attention.edit_distance`) to
+its token errors are its edit distance (`keras_attention.scoring.edit_distance`) to
 the closest one, and that reference's length is what the token error rate
 divides by.
 
 ```python
-from keras_attention.error_rates import ErrorRates
+from keras_attention.scoring.error_rates import ErrorRates
 
 references = {"READ": [("R", "IY", "D"), ("R", "EH", "D")], "CAT": [("K", "AE", "T")]}
 predictions = {"READ": ["R", "EH", "D"], "CAT": ["K", "AH", "T"]}
@@ -23,7 +23,7 @@ print(rates.summary("greedy"))  # greedy: WER 50.00 % (1 of 2 words), PER 16.67 
 import dataclasses
 import time
 
-from keras_attention.edit_distance import edit_distance
+from keras_attention.scoring.edit_distance import edit_distance
 
 # What `ErrorRates` calls its sequences, their tokens and the two rates by
 # default; G2P says ("word", "phone", "wer", "per").
@@ -241,13 +241,13 @@ def plot_error_rates_by_length(path, by_decoding, xlabel="length", title=None):
     """The sequence error rate by length, one line per decoding, to a PNG.
 
     Args:
-        path: the PNG file (`keras_attention.plots.plot_lines`).
+        path: the PNG file (`keras_attention.scoring.plots.plot_lines`).
         by_decoding: {label: rows of `error_rates_by_length`}; buckets
             without sequences are left out.
         xlabel: the horizontal axis' name, e.g. "word length (letters)".
         title: the figure's title, or None.
     """
-    from keras_attention import plots
+    from keras_attention.scoring import plots
 
     series, sequence = {}, NAMES[0]
     for label, rows in by_decoding.items():
