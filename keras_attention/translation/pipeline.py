@@ -105,20 +105,10 @@ def make_dataset(
     if max_examples is not None:
         src_texts = src_texts[:max_examples]
         tgt_texts = tgt_texts[:max_examples]
-    num_examples = len(src_texts)
-
-    # Tokenized once, up front; the cache keeps the framed rows in memory and the
-    # shuffle after it reorders them again at every pass.
-    source = tf.cast(src_tokenizer.tokenize(src_texts), tf.int32)  # (N, None)
-    target = tf.cast(tgt_tokenizer.tokenize(tgt_texts), tf.int32)  # (N, None)
-    frame = functools.partial(_frame, start_id=tgt_tokenizer.start_id, end_id=tgt_tokenizer.end_id)
-    dataset = tf.data.Dataset.from_tensor_slices((source, target))
-    dataset = dataset.map(frame).cache()
+    source, target, dataset = _framed(src_texts, tgt_texts, src_tokenizer, tgt_tokenizer)
     if shuffle:
         dataset = dataset.shuffle(
-            shuffle_buffer_size or num_examples,
-            seed=seed,
-            reshuffle_each_iteration=True,
+            shuffle_buffer_size or len(src_texts), seed=seed, reshuffle_each_iteration=True
         )
 
     dataset = _batched(dataset, batch_size, bucket_boundaries, source, target)
@@ -131,6 +121,18 @@ def make_dataset(
         dataset = dataset.map(pad, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.map(_to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _framed(src_texts, tgt_texts, src_tokenizer, tgt_tokenizer):
+    """The pairs tokenized once, up front: `(source, target, dataset)`, the
+    ragged ids (N, None) and a cached dataset of framed pairs (the cache keeps
+    the framed rows in memory; a shuffle after it reorders them at every
+    pass)."""
+    source = tf.cast(src_tokenizer.tokenize(src_texts), tf.int32)  # (N, None)
+    target = tf.cast(tgt_tokenizer.tokenize(tgt_texts), tf.int32)  # (N, None)
+    frame = functools.partial(_frame, start_id=tgt_tokenizer.start_id, end_id=tgt_tokenizer.end_id)
+    dataset = tf.data.Dataset.from_tensor_slices((source, target)).map(frame).cache()
+    return source, target, dataset
 
 
 def _checked_boundaries(bucket_boundaries):
