@@ -10,7 +10,9 @@ import pytest
 from test_decoding import np_beam
 
 from keras_attention.generation import search
+from keras_attention.generation.search_defaults import MAX_OUTPUT_LENGTH
 from keras_attention.generation.search_defaults import BeamSettings
+from keras_attention.generation.search_defaults import check_max_length
 
 VOCAB, SOURCE, UNITS, END = 9, 5, 6, 2
 
@@ -147,3 +149,44 @@ def test_beam_settings_take_a_finite_penalty_at_least_zero_as_a_float(name, valu
     assert type(getattr(settings, name)) is float
     assert getattr(settings, name) == float(value)
     assert settings.checked() == settings
+
+
+def _search_arguments(case):
+    weights, h0, mask = case
+    return (_step_fn(weights), {"h": h0}, np.ones(3, "int32"), END, 7, SOURCE)
+
+
+@pytest.mark.parametrize("name", ["length_penalty", "coverage_penalty"])
+@pytest.mark.parametrize("value", BAD_PENALTIES, ids=repr)
+def test_beam_search_refuses_a_penalty_as_the_generator_does(case, name, value):
+    with pytest.raises(ValueError) as settings:
+        BeamSettings(**{name: value})
+    with pytest.raises(ValueError) as direct:
+        search.beam_search(*_search_arguments(case), beam_width=2, **{name: value})
+    assert str(direct.value) == str(settings.value)
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, None, MAX_OUTPUT_LENGTH + 1], ids=repr)
+@pytest.mark.parametrize("which", ["greedy_search", "beam_search"])
+def test_every_search_refuses_a_max_length_it_cannot_use(case, which, value):
+    arguments = list(_search_arguments(case))
+    arguments[4] = value
+    with pytest.raises(ValueError, match=r"Invalid value for argument `max_length`"):
+        getattr(search, which)(*arguments)
+    if value is not None:
+        with pytest.raises(ValueError) as generator_rule:
+            check_max_length(value)
+        with pytest.raises(ValueError) as direct:
+            getattr(search, which)(*arguments)
+        assert str(direct.value) == str(generator_rule.value)
+
+
+def test_beam_search_takes_a_penalty_tensor_made_elsewhere(case):
+    arguments = _search_arguments(case)
+    alpha = keras.ops.convert_to_tensor(0.6)
+    with_tensor = search.beam_search(*arguments, beam_width=2, length_penalty=alpha)
+    with_float = search.beam_search(*arguments, beam_width=2, length_penalty=0.6)
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(with_tensor["tokens"]),
+        keras.ops.convert_to_numpy(with_float["tokens"]),
+    )

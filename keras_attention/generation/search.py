@@ -63,12 +63,24 @@ from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import COVERAGE_PENALTY
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import check_beam_width
+from keras_attention.generation.search_defaults import check_max_length
+from keras_attention.generation.search_defaults import check_penalty
 
 # Floor under the coverage in the coverage penalty: a source position that
 # no output token attended to would otherwise give log(0) = -inf.
 COVERAGE_FLOOR = 1e-10
 
 _NEG_INF = float("-inf")
+
+
+def _checked_max_length(max_length):
+    """`check_max_length`, without its None: a search needs a bound."""
+    if max_length is None:
+        raise ValueError(
+            "Invalid value for argument `max_length`. Expected a positive integer "
+            "or a scalar int32 tensor. Received: max_length=None"
+        )
+    return check_max_length(max_length)
 
 
 def greedy_search(
@@ -87,6 +99,7 @@ def greedy_search(
     describes; `step_fn` is called on `batch` rows, and `scores` equals
     `log_probs` (greedy decoding ranks nothing).
     """
+    max_length = _checked_max_length(max_length)
     start_tokens = ops.cast(ops.convert_to_tensor(start_tokens), "int32")
     batch_size = ops.shape(start_tokens)[0]
     positions = ops.arange(max_length, dtype="int32")  # made once, outside the loop
@@ -205,7 +218,13 @@ def beam_search(
         - `all_scores`: float32 `(batch, beam_width)`, their scores, sorted
           in decreasing order.
     """
+    # The same rules, and messages, as the generator's: a search a user calls
+    # directly refuses what it cannot use (a negative or NaN penalty gives NaN
+    # scores, an unbounded length an unbounded loop).
     beam_width = check_beam_width(beam_width)
+    max_length = _checked_max_length(max_length)
+    length_penalty = check_penalty("length_penalty", length_penalty)
+    coverage_penalty = check_penalty("coverage_penalty", coverage_penalty)
     use_length_penalty = not _is_python_zero(length_penalty)
     use_coverage_penalty = not _is_python_zero(coverage_penalty)
     start_tokens = ops.cast(ops.convert_to_tensor(start_tokens), "int32")
