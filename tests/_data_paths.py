@@ -15,3 +15,31 @@ def multi30k_dir() -> Path:
     if override:
         return Path(override)
     return Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
+
+
+CMUDICT_TRAIN = "cmudict-0.7b.train"
+
+
+def cmudict_dir() -> Path:
+    """The CMUdict folder (`../shared/data/cmudict` next to the repository root)."""
+    return Path(__file__).resolve().parents[2] / "shared" / "data" / "cmudict"
+
+
+def missing_cmudict() -> str | None:
+    """Why the CMUdict tests cannot run, or None when the files are there."""
+    if (cmudict_dir() / CMUDICT_TRAIN).exists():
+        return None
+    return f"CMUdict not found in {cmudict_dir()}"
+
+
+def require_cmudict():
+    """Skips the calling test when CMUdict is missing, and fails it under
+    `CI=true`, where the data must be there (as the Multi30k tests do)."""
+    import pytest
+
+    reason = missing_cmudict()
+    if reason is None:
+        return cmudict_dir()
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true and the data is missing: {reason}")
+    pytest.skip(reason)

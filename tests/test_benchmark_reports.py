@@ -6,6 +6,7 @@ import json
 import os
 
 import pytest
+from _data_paths import require_cmudict
 from _scripts import ROOT
 from _scripts import load_script
 
@@ -350,8 +351,7 @@ def test_step_time_table_gives_medians_and_ratios_to_the_default():
 def test_step_time_measures_the_recipe_model_on_real_batches():
     bench = load_script("benchmarks/g2p_step_time.py")
     data = ROOT.parent / "shared" / "data" / "cmudict"
-    if not (data / "cmudict-0.7b.train").exists():
-        pytest.skip(f"CMUdict not found in {data}")
+    require_cmudict()
     out = bench.measure(str(data), 0, False, batches=2, passes=1)
     assert set(out) == {"first_pass_s", "ms_per_step", "cpu_ms_per_step"}
     assert out["ms_per_step"] > 0 and out["cpu_ms_per_step"] > 0 and out["first_pass_s"] > 0

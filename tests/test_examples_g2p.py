@@ -12,6 +12,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+from _data_paths import require_cmudict
 from _scripts import ROOT
 from _scripts import load_script
 
@@ -20,9 +21,13 @@ from keras_attention.generation import EnsembleGenerator
 pytestmark = pytest.mark.tensorflow
 
 DATA = ROOT.parent / "shared" / "data" / "cmudict"
-needs_data = pytest.mark.skipif(
-    not (DATA / "cmudict-0.7b.train").exists(), reason=f"CMUdict not found in {DATA}"
-)
+# Skips without CMUdict, fails under CI=true (where the data must be there).
+needs_data = pytest.mark.usefixtures("cmudict")
+
+
+@pytest.fixture
+def cmudict():
+    return require_cmudict()
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +165,7 @@ def test_negative_intra_op_threads_is_refused(g2p, capsys):
 @pytest.fixture(scope="module")
 def run_dir(g2p, tmp_path_factory):
     if not (DATA / "cmudict-0.7b.train").exists():
-        pytest.skip(f"CMUdict not found in {DATA}")
+        require_cmudict()
     run = tmp_path_factory.mktemp("g2p") / "run"
     g2p.main(["train", "--quick", "--data-dir", str(DATA), "--run-dir", str(run), "--verbose", "0"])
     return run

@@ -15,6 +15,7 @@ tests/test_distributed.py.
 import numpy as np
 import pytest
 from _data_paths import multi30k_dir
+from _data_paths import require_cmudict
 from _host_devices import host_devices_flags
 
 from keras_attention.backend import precision
@@ -206,8 +207,7 @@ def test_g2p_trained_in_bfloat16_exports_builtin_tflite_equal_to_keras_float32(g
     from keras_attention.export import non_builtin_operators
 
     cmudict = ROOT.parent / "shared" / "data" / "cmudict"
-    if not (cmudict / "cmudict-0.7b.train").exists():
-        pytest.skip(f"CMUdict not found in {cmudict}")
+    require_cmudict()
     run_dir, out = tmp_path / "run", tmp_path / "export"
     argv = ["train", "--quick", "--steps-per-epoch", "2", "--max-minutes", "0.1"]
     argv += ["--verbose", "0", "--data-dir", str(cmudict), "--run-dir", str(run_dir)]
@@ -263,8 +263,7 @@ def test_g2p_on_three_jax_devices_trains_as_on_one(tmp_path):
     if importlib.util.find_spec("jax") is None:
         pytest.skip("jax is not installed")
     cmudict = ROOT.parent / "shared" / "data" / "cmudict"
-    if not (cmudict / "cmudict-0.7b.train").exists():
-        pytest.skip(f"CMUdict not found in {cmudict}")
+    require_cmudict()
     command = [sys.executable, str(ROOT / "examples" / "g2p_cmudict.py"), "train", "--quick"]
     command += ["--steps-per-epoch", "2", "--dropout", "0", "--verbose", "0"]
     command += ["--data-dir", str(cmudict)]

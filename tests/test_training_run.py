@@ -20,8 +20,8 @@ import pytest
 
 from keras_attention.backend import precision
 from keras_attention.backend.precision import PolicyError
+from keras_attention.files.atomic import DiskFullError
 from keras_attention.training import CosineToBudget
-from keras_attention.training import DiskFullError
 from keras_attention.training import NotARunError
 from keras_attention.training import RunExistsError
 from keras_attention.training import RunInUseError

@@ -26,6 +26,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+from _data_paths import require_cmudict
 from _scripts import ROOT
 from _scripts import load_script
 
@@ -215,9 +216,7 @@ def test_own_model_refuses_a_folder_of_the_users_files(tmp_path):
 # ------------------------------------------------------------ the G2P example
 
 
-@pytest.mark.skipif(
-    not (CMUDICT / "cmudict-0.7b.train").exists(), reason=f"CMUdict not found in {CMUDICT}"
-)
+@pytest.mark.usefixtures("cmudict")
 def test_g2p_killed_as_each_file_appears_resumes_and_scores(tmp_path, capsys):
     g2p = load_script("examples/g2p_cmudict.py")
     run_dir = tmp_path / "run"
@@ -261,9 +260,7 @@ def test_g2p_killed_as_each_file_appears_resumes_and_scores(tmp_path, capsys):
     assert np.isfinite(loss) and loss < np.log(len(vocab.phones))  # better than uniform
 
 
-@pytest.mark.skipif(
-    not (CMUDICT / "cmudict-0.7b.train").exists(), reason=f"CMUdict not found in {CMUDICT}"
-)
+@pytest.mark.usefixtures("cmudict")
 def test_g2p_refuses_a_folder_of_the_users_files(tmp_path):
     g2p = load_script("examples/g2p_cmudict.py")
     folder = _user_folder(tmp_path / "project")
@@ -273,3 +270,9 @@ def test_g2p_refuses_a_folder_of_the_users_files(tmp_path):
         with pytest.raises(SystemExit, match=r"^train: .* is not a run folder"):
             g2p.main(argv + extra)
     assert _snapshot(folder) == before
+
+
+@pytest.fixture
+def cmudict():
+    """Skips without CMUdict; fails under CI=true, where the data must be there."""
+    return require_cmudict()
