@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from _data_paths import multi30k_dir
+from test_strict_json import strict_loads
 
 from keras_attention.translation import cli
 
@@ -77,6 +78,17 @@ def test_main_job_still_prints_its_own_progress_and_results(main_job):
     assert "training took" in outputs["train"]
     assert "results:" in outputs["evaluate"]
     assert (run_dir / "export" / "export.json").exists()
+
+
+@pytest.mark.tensorflow
+def test_every_json_file_of_the_main_job_parses_strictly(main_job):
+    # Four test sentences leave most length buckets empty: their BLEU is
+    # not a number, written as null (JSON has no NaN).
+    run_dir, _ = main_job
+    files = sorted(run_dir.rglob("*.json"))
+    assert run_dir / "eval" / "results.json" in files
+    for path in files:
+        strict_loads(path.read_text(encoding="utf-8"))
 
 
 def _records_reaching_the_root(verbose, own_handler):

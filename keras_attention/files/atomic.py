@@ -22,6 +22,7 @@ tokenizers; both write through it. It uses the standard library only.
 import contextlib
 import errno
 import json
+import math
 import os
 import re
 import shutil
@@ -142,8 +143,27 @@ def write_bytes(path, data):
 
 
 def write_json(path, data):
-    """Writes `data` as indented JSON to `path` atomically."""
-    write_text(path, json.dumps(data, indent=2) + "\n")
+    """Writes `data` as indented JSON to `path` atomically.
+
+    JSON has no NaN or infinity: Python's `NaN` and `Infinity` tokens make a
+    file that browsers, `jq` and strict parsers refuse. A float that is not
+    finite (the BLEU of an empty length bucket, the loss of a diverged
+    epoch) is written as `null`, so every file the package writes parses
+    with a strict parser.
+    """
+    write_text(path, json.dumps(_finite_or_null(data), indent=2, allow_nan=False) + "\n")
+
+
+def _finite_or_null(value):
+    """`value` with every float that is not finite replaced by None, in
+    dicts, lists and tuples at any depth."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_null(item) for item in value]
+    return value
 
 
 def fsync(path, folder=False):
