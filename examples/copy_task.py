@@ -45,6 +45,9 @@ import os
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("KERAS_ATTENTION_QUIET_NATIVE_LOG", "1")  # backend/native_log.py
+import keras_attention  # noqa: E402, F401, I001 (first: its filter sees TensorFlow start)
+# isort: split
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

@@ -42,6 +42,14 @@ public names):
 """
 
 # First: it checks KERAS_BACKEND before Keras reads it (one line, not a traceback).
+from keras_attention.backend import check  # noqa: F401
+from keras_attention.backend import native_log
+
+# Second, before TensorFlow is imported: in the package's own commands, its
+# C++ start-up log stays off standard error (`--verbose` shows it).
+if native_log.should_filter():
+    native_log.filter_native_log()
+# isort: split
 from keras_attention.attention.bahdanau_attention import BahdanauAttention
 from keras_attention.attention.bahdanau_monotonic_attention import BahdanauMonotonicAttention
 from keras_attention.attention.base_alignment_attention import BaseAlignmentAttention
@@ -56,7 +64,6 @@ from keras_attention.attention.masked_softmax import MaskedSoftmax
 from keras_attention.attention.masking import masked_softmax
 from keras_attention.attention.monotonic_alignment import monotonic_alignment
 from keras_attention.attention.overridden_attention import OverriddenAttention
-from keras_attention.backend import check as keras_backend_check  # noqa: F401
 from keras_attention.decoders.bahdanau_decoder import BahdanauDecoder
 from keras_attention.decoders.base_decoder import BaseDecoder
 from keras_attention.decoders.luong_decoder import LuongDecoder

@@ -1,7 +1,9 @@
 """How the package meets Keras and its backends.
 
 Modules: `check` (the `KERAS_BACKEND` variable, checked before Keras is imported; imports
-nothing), `loops` (a scan over time that compiles and differentiates on every backend)
+nothing), `native_log` (TensorFlow's C++ start-up log kept off the
+package's commands' standard error; imports nothing), `loops` (a scan over time
+that compiles and differentiates on every backend)
 and `precision` (mixed-precision policies checked before training, float32 copies for
 export).
 
@@ -9,4 +11,4 @@ Import from the modules (`from keras_attention.backend.check import ...`); the r
 itself imports nothing, so that it costs nothing to import.
 """
 
-__all__ = ["check", "loops", "precision"]
+__all__ = ["check", "loops", "native_log", "precision"]
