@@ -7,10 +7,21 @@ mechanism (a subclass of `BaseAttention`, docs/custom_attention.md) calls
     check_attention(lambda: MyAttention(num_mixtures=2))
 
 in a test. Each promise runs on tiny shapes (a batch of 3: a full row, a
-padded one and a fully masked one; 5 keys, 4 queries) and the first broken one
-raises `AttentionContractError` naming the method and the promise, e.g.
+padded one and a fully masked one; 5 keys, 4 queries; query, key and value
+of three different sizes) and the first broken one raises
+`AttentionContractError` naming the method and the promise, e.g.
 "MyAttention.step_weights breaks the promise 'zero weight at masked keys':
 ...". The promises, in the order they are checked, are `PROMISES`.
+
+One promise at a time, as scikit-learn's `parametrize_with_checks` gives
+one test per check: `attention_checks` yields `(promise, check)` pairs, each
+check running its promise alone on a layer of its own, and
+`parametrize_with_checks` makes them one pytest test each (pytest is
+imported there, not here).
+
+A result is "passed", "skipped: <why>" or, where an optional package is not
+installed, "missing package: <package> ...: pip install ...": a check that
+cannot run, never a breach.
 
 The checks read what the mechanism returns itself (`step_weights` is called
 directly): the base class zeroes the weights at masked keys and refuses a
@@ -19,6 +30,9 @@ and the check says so.
 """
 
 import contextlib
+import copy
+import functools
+import importlib
 import os
 import tempfile
 
@@ -34,6 +48,7 @@ from keras_attention.generation.search_defaults import BeamSettings
 PROMISES = (
     "builds",
     "state keys",
+    "state shapes and dtypes",
     "shapes and dtypes",
     "zero weight at masked keys",
     "no random draw inside a step",
@@ -45,8 +60,13 @@ PROMISES = (
     "builtin-only TFLite",
 )
 
-# d_v = d_q: Luong's dot score needs keys of the query's size.
-BATCH, T_V, T_Q, D_Q, D_V = 3, 5, 4, 4, 4
+BATCH, T_V, T_Q = 3, 5, 4
+# (d_q, d_k, d_v), the first the layer builds for. Three different sizes: a
+# weight made with one where another belongs, (d_k, d_q) for (d_q, d_k), fails
+# its first step instead of passing by coincidence. Even, for two heads. A layer
+# that refuses sizes before build_score runs (Luong's dot score needs d_k = d_q)
+# is checked with the next.
+SIZES = ((4, 6, 8), (4, 4, 8), (4, 4, 4))
 # A full row, a padded one (3 real keys) and a fully masked one: (B, T_v).
 _VALUE_MASK = np.arange(T_V)[None, :] < np.array([[T_V], [3], [0]])
 _TOL = 1e-5
@@ -73,8 +93,9 @@ def check_attention(mechanism, tflite=None, decoders=("bahdanau", "luong")):
     Args:
         mechanism: a function of no arguments that returns a new attention
             layer (a `BaseAttention`), or such a layer. An unbuilt layer is
-            built and given random weights; the other layers of the checks
-            are copies made from its `get_config`.
+            built, for query, key and value of three different sizes, and
+            given random weights; the other layers of the checks are copies
+            made from its `get_config`. A built layer is checked at its sizes.
         tflite: whether to export a generator around it to a builtin-only
             TFLite model and compare its tokens with Keras'. None: when
             TensorFlow is the backend (the export needs it). True on another
@@ -83,20 +104,97 @@ def check_attention(mechanism, tflite=None, decoders=("bahdanau", "luong")):
             check, of "bahdanau" and "luong".
 
     Returns:
-        A dict: each promise of `PROMISES` → "passed", or "skipped: <why>".
+        A dict: each promise of `PROMISES` → "passed", "skipped: <why>", or
+        "missing package: <package> (<what for>): pip install ..." where the
+        check needs an optional package that is not installed.
 
     Raises:
         AttentionContractError: names the method and the promise broken.
         TypeError: `mechanism` is neither an attention layer nor a function
             that returns one.
     """
-    tensorflow = keras.backend.backend() == "tensorflow"
-    if tflite and not tensorflow:
+    _check_tflite_argument(tflite)
+    check = _Checker(_layer_of(mechanism), tflite, decoders)
+    return {promise: check.run(promise) for promise in PROMISES}  # stops at a breach
+
+
+def attention_checks(mechanism, tflite=None, decoders=("bahdanau", "luong")):
+    """Yields `(promise, check)` for each promise of `PROMISES`, in order.
+
+    One check per promise, as scikit-learn's `parametrize_with_checks` gives
+    one test per check: `check()` runs its promise alone, on a layer of its
+    own (it calls `mechanism` again and builds the layer), so that a breach
+    of one promise does not stop the others. The arguments are those of
+    `check_attention`.
+
+    Example:
+
+        for promise, check in attention_checks(lambda: GMMAttention(2), tflite=False):
+            print(promise, check())  # "passed", "skipped: ...", "missing package: ..."
+
+    Yields:
+        `(promise, check)`: a name of `PROMISES` and a function of no
+        arguments that returns the promise's result, as `check_attention`'s
+        report gives it, or raises `AttentionContractError`.
+    """
+    _check_tflite_argument(tflite)
+    for promise in PROMISES:
+        yield promise, functools.partial(_check_one, mechanism, promise, tflite, decoders)
+
+
+def parametrize_with_checks(mechanism, tflite=None, decoders=("bahdanau", "luong")):
+    """A pytest decorator: one test per promise of `PROMISES`.
+
+    The test receives `promise` (its name, also the test's id) and `check`,
+    which runs that promise alone (`attention_checks`): it raises
+    `AttentionContractError` on a breach and skips the test, with the reason,
+    where the promise is skipped or needs a package that is not installed.
+    pytest is imported here, not when `keras_attention.testing` is.
+
+    Example:
+
+        @parametrize_with_checks(lambda: MyAttention(num_mixtures=2))
+        def test_my_attention_keeps_the_promise(promise, check):
+            check()
+
+    Returns:
+        `pytest.mark.parametrize(("promise", "check"), ...)`.
+    """
+    import pytest
+
+    pairs = list(attention_checks(mechanism, tflite, decoders))
+    return pytest.mark.parametrize(
+        ("promise", "check"),
+        [(promise, functools.partial(_check_or_skip, check)) for promise, check in pairs],
+        ids=[promise for promise, _ in pairs],
+    )
+
+
+def _check_or_skip(check):
+    """`check()` in a pytest test: a result other than "passed" skips the test."""
+    result = check()
+    if result != "passed":
+        import pytest
+
+        pytest.skip(result)
+    return result
+
+
+def _check_one(mechanism, promise, tflite, decoders):
+    """One promise of `PROMISES`, alone: the layer is built first."""
+    return _Checker(_layer_of(mechanism), tflite, decoders).run(promise)
+
+
+def _check_tflite_argument(tflite):
+    if tflite and keras.backend.backend() != "tensorflow":
         raise ValueError(
             "Invalid value for argument `tflite`. The TFLite export runs on the "
             f"TensorFlow backend. Received: tflite={tflite!r} with KERAS_BACKEND="
             f"{keras.backend.backend()}"
         )
+
+
+def _layer_of(mechanism):
     layer = (
         mechanism()
         if callable(mechanism) and not isinstance(mechanism, BaseAttention)
@@ -108,43 +206,72 @@ def check_attention(mechanism, tflite=None, decoders=("bahdanau", "luong")):
             "keras_attention.BaseAttention, or a function that returns one. "
             f"Received: {layer!r}"
         )
-    check = _Checker(layer)
-    report = {}
-    for promise, run in (
-        ("builds", check.builds),
-        ("state keys", check.state_keys),
-        ("shapes and dtypes", check.shapes_and_dtypes),
-        ("zero weight at masked keys", check.masked_keys),
-        ("no random draw inside a step", check.no_random_draw),
-        ("sequence call equals step-by-step decoding", check.sequence_equals_steps),
-        ("padded target steps", check.padded_steps),
-        ("get_config round trip", check.config_round_trip),
-        ("mixed precision", check.mixed_precision),
-        ("greedy and beam inside a decoder", lambda: check.decoders(decoders)),
-    ):
-        report[promise] = run() or "passed"
-    if tflite or (tflite is None and tensorflow):
-        report["builtin-only TFLite"] = check.tflite() or "passed"
-    elif tflite is None:
-        report["builtin-only TFLite"] = (
-            f"skipped: the export runs on the TensorFlow backend, not {keras.backend.backend()}"
-        )
-    else:
-        report["builtin-only TFLite"] = "skipped: tflite=False"
-    return report
+    return layer
+
+
+# The optional packages of the TFLite check: (import name, pip name, what
+# for, the extra of keras-seq2seq-attention that brings it).
+_TFLITE_PACKAGES = (
+    ("tensorflow", "tensorflow", "the TFLite converter", "tensorflow"),
+    ("ai_edge_litert.interpreter", "ai-edge-litert", "the TFLite interpreter", "examples"),
+)
+
+
+def _missing_package(packages):
+    """The result of a check whose optional package is not installed, or None."""
+    for module, package, what, extra in packages:
+        try:
+            # The package first: a submodule imported before stays in sys.modules.
+            importlib.import_module(module.split(".")[0])
+            importlib.import_module(module)
+        except ImportError:
+            return (
+                f"missing package: {package} ({what}, import {module.split('.')[0]}): "
+                f'pip install "keras-seq2seq-attention[{extra}]"'
+            )
+    return None
 
 
 class _Checker:
     """The checks of `check_attention`, on copies of one mechanism."""
 
-    def __init__(self, layer):
+    def __init__(self, layer, tflite=None, decoders=("bahdanau", "luong")):
         self.layer = layer
         self.name = type(layer).__name__
-        rng = np.random.default_rng(0)
-        self.query = rng.normal(size=(BATCH, T_Q, D_Q)).astype("float32")  # (B, T_q, d_q)
-        self.value = rng.normal(size=(BATCH, T_V, D_V)).astype("float32")  # (B, T_v, d_v)
+        self.export_tflite = tflite
+        self.decoder_kinds = tuple(decoders)
         self.mask = _VALUE_MASK
+        self.use_sizes(*SIZES[0])
+        self.config = None  # the layer's, for its copies
         self.built = None  # a built copy, with its weights
+
+    def use_sizes(self, d_q, d_k, d_v):
+        """The inputs of the checks, for queries of d_q, keys of d_k, values of d_v."""
+        self.sizes = (d_q, d_k, d_v)
+        rng = np.random.default_rng(0)
+        self.query = rng.normal(size=(BATCH, T_Q, d_q)).astype("float32")  # (B, T_q, d_q)
+        self.key = rng.normal(size=(BATCH, T_V, d_k)).astype("float32")  # (B, T_v, d_k)
+        self.value = rng.normal(size=(BATCH, T_V, d_v)).astype("float32")  # (B, T_v, d_v)
+
+    def run(self, promise):
+        """One promise of `PROMISES`, on the layer built first: its result."""
+        if self.built is None and promise != "builds":
+            self.builds()
+        check = {
+            "builds": self.builds,
+            "state keys": self.state_keys,
+            "state shapes and dtypes": self.state_shapes_and_dtypes,
+            "shapes and dtypes": self.shapes_and_dtypes,
+            "zero weight at masked keys": self.masked_keys,
+            "no random draw inside a step": self.no_random_draw,
+            "sequence call equals step-by-step decoding": self.sequence_equals_steps,
+            "padded target steps": self.padded_steps,
+            "get_config round trip": self.config_round_trip,
+            "mixed precision": self.mixed_precision,
+            "greedy and beam inside a decoder": lambda: self.decoders(self.decoder_kinds),
+            "builtin-only TFLite": self.builtin_tflite,
+        }[promise]
+        return check() or "passed"
 
     def fail(self, method, promise, detail):
         raise AttentionContractError(f"{self.name}.{method}", promise, detail)
@@ -163,7 +290,7 @@ class _Checker:
 
     def copy(self, dtype=None):
         """A new layer from the config, with `dtype` if given."""
-        config = self.layer.get_config()
+        config = copy.deepcopy(self.config) if self.config else self.layer.get_config()
         if dtype is not None:
             config["dtype"] = dtype
         return type(self.layer).from_config(config)
@@ -171,19 +298,45 @@ class _Checker:
     def fresh(self, dtype=None):
         """A copy, built, with the weights of `self.built`."""
         layer = self.copy(dtype)
-        layer(self.query, self.value)  # builds it
+        self.build(layer)
         layer.set_weights(self.built.get_weights())
         return layer
+
+    def build(self, layer):
+        """Builds `layer` for the sizes of the checks. The build runs one step on
+        zeros after `build_score`: where that step trips on a malformed initial
+        state, the breach named is the state's, not build_score's."""
+        try:
+            layer.build(self.query.shape, self.value.shape, self.key.shape)
+        except Exception:
+            if layer.query_dim is not None:  # build_score ran
+                self.initial_state(layer)  # raises for a malformed state
+            raise
 
     # ------------------------------------------------------------ promises
 
     def builds(self):
         layer = self.layer  # the layer itself: its copies are checked against it
         if layer.built:
+            self.use_sizes(layer.query_dim, layer.key_dim, layer.value_dim)
             self.built = layer
             return
-        with self.promise("build_score", "builds"):
-            layer.build(self.query.shape, self.value.shape)  # build_score, one step on zeros
+        with self.promise("get_config", "get_config round trip"):
+            # Before the build: a copy builds for the sizes it is given (a
+            # decoder's memory is its keys and values), even where the config
+            # of a built layer holds a built one (OverriddenAttention's).
+            self.config = layer.get_config()
+        for sizes in SIZES:
+            self.use_sizes(*sizes)
+            try:
+                with self.promise("build_score", "builds"):
+                    self.build(layer)  # build_score, one step on zeros
+                break
+            except AttentionContractError:
+                # query_dim is None: the layer refused the sizes before
+                # build_score ran (Luong's dot needs d_k = d_q); the next sizes.
+                if layer.query_dim is not None or sizes == SIZES[-1]:
+                    raise
         rng = np.random.default_rng(1)
         # Weights away from Keras' zeros (a zero bias hides what a mask forgets).
         layer.set_weights(
@@ -210,10 +363,10 @@ class _Checker:
                     f"from_config(get_config()).get_config() differs: {again.get_config()} "
                     f"against {config}",
                 )
-            again(self.query, self.value)
+            again(self.query, self.value, key=self.key)
             again.set_weights(self.built.get_weights())
-        expected = self.built(self.query, self.value, value_mask=self.mask)
-        got = again(self.query, self.value, value_mask=self.mask)
+        expected = self.built(self.query, self.value, key=self.key, value_mask=self.mask)
+        got = again(self.query, self.value, key=self.key, value_mask=self.mask)
         if not np.allclose(np.asarray(got), np.asarray(expected), atol=_TOL, equal_nan=True):
             self.fail(
                 "get_config",
@@ -223,51 +376,106 @@ class _Checker:
             )
 
     def state_keys(self):
-        layer, keys = self.built, tuple(self.built.attention_state_keys)
+        with self.promise("step_weights", "state keys"):
+            self._raw_steps(self.built, steps=1, entries=False)  # checks the keys
+
+    def state_shapes_and_dtypes(self):
+        with self.promise("step_weights", "state shapes and dtypes"):
+            self._raw_steps(self.built, steps=2)  # checks every entry, at every step
+        # Under mixed_float16 too, where the query and keys are float16 and the
+        # state stays float32. A step that fails there for another reason is
+        # the promise 'mixed precision''s to name.
+        try:
+            self._raw_steps(self.fresh("mixed_float16"), steps=2)
+        except AttentionContractError:
+            raise
+        except Exception:
+            pass
+
+    def initial_state(self, layer, entries=True):
+        """`initial_attention_state` of the memory as a decoder hands it over,
+        checked: its keys and those of `attention_state_shapes` ('state keys');
+        with `entries`, each entry's shape and dtype ('state shapes and dtypes')."""
+        keys = sorted(layer.attention_state_keys)
+        value = _zeroed(ops.convert_to_tensor(self.value), self.mask)
         with self.promise("initial_attention_state", "state keys"):
-            state = layer.initial_attention_state(ops.convert_to_tensor(self.value), self.mask)
-        if not isinstance(state, dict) or sorted(state) != sorted(keys):
+            state = layer.initial_attention_state(value, ops.convert_to_tensor(self.mask))
+        if not isinstance(state, dict) or sorted(state) != keys:
             received = sorted(state) if isinstance(state, dict) else type(state).__name__
             self.fail(
                 "initial_attention_state",
                 "state keys",
-                f"expected a dict with the keys attention_state_keys={list(keys)}. "
-                f"Received: {received}",
+                f"expected a dict with the keys attention_state_keys={keys}. Received: {received}",
             )
+        value_shape = tuple(self.value.shape)  # (B, T_v, d_v)
         with self.promise("attention_state_shapes", "state keys"):
-            shapes = layer.attention_state_shapes((BATCH, T_V, D_V))
-        for key in keys:
-            shape = tuple(state[key].shape)
-            if not shape or shape[0] != BATCH:
-                self.fail(
-                    "initial_attention_state",
-                    "state keys",
-                    f"the entry '{key}' must have the batch ({BATCH}) as its first axis. "
-                    f"Received shape {shape}",
-                )
-            if tuple(shapes.get(key, ())) != shape:
+            shapes = layer.attention_state_shapes(value_shape)
+        if not isinstance(shapes, dict) or sorted(shapes) != keys:
+            received = sorted(shapes) if isinstance(shapes, dict) else type(shapes).__name__
+            self.fail(
+                "attention_state_shapes",
+                "state keys",
+                f"for a (batch, T_v, d_v)={value_shape} value it must give a dict with the "
+                f"keys attention_state_keys={keys}. Received: {received}",
+            )
+        for key in keys if entries else ():
+            expected = tuple(shapes[key])
+            if not expected or expected[0] != BATCH:
                 self.fail(
                     "attention_state_shapes",
-                    "state keys",
-                    f"for a (batch, T_v, d_v)={(BATCH, T_V, D_V)} value it gives "
-                    f"{shapes.get(key)} for '{key}', initial_attention_state {shape}",
+                    "state shapes and dtypes",
+                    f"the state entry '{key}' must be (batch, ...) with batch={BATCH}: "
+                    f"for a (batch, T_v, d_v)={value_shape} value it gives {expected}",
                 )
-            dtype = keras.backend.standardize_dtype(state[key].dtype)
-            if dtype != layer.state_dtype:
-                self.fail(
-                    "initial_attention_state",
-                    "state keys",
-                    f"the entry '{key}' is {dtype}, the state is {layer.state_dtype} "
-                    "(self.state_dtype)",
-                )
+            self.check_entry(
+                layer,
+                "initial_attention_state",
+                f"the state entry '{key}'",
+                state[key],
+                expected,
+                f"what attention_state_shapes gives for a (batch, T_v, d_v)={value_shape} value",
+            )
+        return state
 
-    def _raw_steps(self, layer, steps=T_Q, training=False, noise=None):
+    def check_new_state(self, layer, state, new_state, entries=True):
+        """The state a step returned: the keys it received ('state keys'); with
+        `entries`, each entry of the shape it came in with, in `state_dtype`."""
+        if not isinstance(new_state, dict) or sorted(new_state) != sorted(state):
+            received = sorted(new_state) if isinstance(new_state, dict) else new_state
+            self.fail(
+                "step_weights",
+                "state keys",
+                f"the new state must be a dict with the keys {sorted(state)}. Received: {received}",
+            )
+        for key in sorted(state) if entries else ():
+            self.check_entry(
+                layer,
+                "step_weights",
+                f"the new state entry '{key}'",
+                new_state[key],
+                tuple(state[key].shape),
+                "the shape it came in with",
+            )
+
+    def check_entry(self, layer, method, name, tensor, shape, source):
+        """A state entry: of `shape` (from `source`), in `layer.state_dtype`."""
+        got = (tuple(tensor.shape), keras.backend.standardize_dtype(tensor.dtype))
+        if got != (shape, layer.state_dtype):
+            self.fail(
+                method,
+                "state shapes and dtypes",
+                f"{name} must be {shape} {layer.state_dtype} ({source}, in self.state_dtype "
+                f"under the dtype policy {layer.dtype_policy.name}). Received: {got[0]} {got[1]}",
+            )
+
+    def _raw_steps(self, layer, steps=T_Q, training=False, noise=None, entries=True):
         """`step_weights` called directly, as a decoder's loop would feed it:
-        the weights it returns, before the base class masks them."""
+        the weights it returns, before the base class masks them. The state
+        is checked before each step reads it (`initial_state`, `check_new_state`)."""
         mask = ops.convert_to_tensor(self.mask)
         value = _zeroed(ops.convert_to_tensor(self.value), self.mask)
-        keys = layer.precompute_keys(value)
-        state = layer.initial_attention_state(value, mask)
+        keys = layer.precompute_keys(_zeroed(ops.convert_to_tensor(self.key), self.mask))
+        state = self.initial_state(layer, entries)
         out = []
         for t in range(steps):
             query = ops.cast(ops.convert_to_tensor(self.query[:, t]), layer.compute_dtype)
@@ -288,6 +496,7 @@ class _Checker:
                     f"must return a pair (weights, new_state). Received: {type(returned).__name__}",
                 )
             weights, new_state = returned
+            self.check_new_state(layer, state, new_state, entries)
             out.append((weights, state, new_state))
             if isinstance(new_state, dict) and sorted(new_state) == sorted(state):
                 state = {k: ops.cast(new_state[k], layer.state_dtype) for k in state}
@@ -297,7 +506,7 @@ class _Checker:
         layer = self.built
         with self.promise("step_weights", "shapes and dtypes"):
             steps = self._raw_steps(layer, steps=2)
-        for weights, state, new_state in steps:
+        for weights, _, _ in steps:  # the state: checked by _raw_steps
             shape = tuple(weights.shape)
             if shape != (BATCH, T_V):
                 self.fail(
@@ -311,29 +520,13 @@ class _Checker:
                     "shapes and dtypes",
                     f"the weights must be a float tensor. Received: {weights.dtype}",
                 )
-            if not isinstance(new_state, dict) or sorted(new_state) != sorted(state):
-                received = sorted(new_state) if isinstance(new_state, dict) else new_state
-                self.fail(
-                    "step_weights",
-                    "state keys",
-                    f"the new state must be a dict with the keys {sorted(state)}. "
-                    f"Received: {received}",
-                )
-            for key in state:
-                old, new = tuple(state[key].shape), tuple(new_state[key].shape)
-                if old != new:
-                    self.fail(
-                        "step_weights",
-                        "state keys",
-                        f"the new state entry '{key}' must keep the shape {old}. Received: {new}",
-                    )
         with self.promise("attend_step", "shapes and dtypes"):
             value = ops.convert_to_tensor(self.value)
-            keys = layer.precompute_keys(value)
+            keys = layer.precompute_keys(ops.convert_to_tensor(self.key))
             state = layer.initial_attention_state(value, None)
             context, weights, state = layer.attend_step(self.query[:, 0], value, keys, state)
         for name, tensor, expected in (
-            ("context", context, (BATCH, D_V)),
+            ("context", context, (BATCH, self.sizes[2])),
             ("weights", weights, (BATCH, T_V)),
         ):
             dtype = keras.backend.standardize_dtype(tensor.dtype)
@@ -410,6 +603,7 @@ class _Checker:
             context, weights = layer(
                 self.query,
                 self.value,
+                key=self.key,
                 query_mask=step_mask,
                 value_mask=self.mask,
                 return_attention_scores=True,
@@ -417,6 +611,7 @@ class _Checker:
             real = layer(
                 self.query[:, [0, 1, 3]],
                 self.value,
+                key=self.key,
                 value_mask=self.mask,
                 return_attention_scores=True,
             )
@@ -443,13 +638,14 @@ class _Checker:
             context, weights, last = layer(
                 self.query,
                 self.value,
+                key=self.key,
                 value_mask=self.mask,
                 return_attention_scores=True,
                 return_attention_state=True,
             )
         with self.promise("attend_step", "sequence call equals step-by-step decoding"):
             value = _zeroed(ops.convert_to_tensor(self.value), self.mask)
-            keys = layer.precompute_keys(value)
+            keys = layer.precompute_keys(_zeroed(ops.convert_to_tensor(self.key), self.mask))
             state = layer.initial_attention_state(value, self.mask)
             steps = []
             for t in range(T_Q):
@@ -484,11 +680,12 @@ class _Checker:
             context, weights, state = half(
                 self.query,
                 self.value,
+                key=self.key,
                 value_mask=self.mask,
                 return_attention_scores=True,
                 return_attention_state=True,
             )
-        expected = self.built(self.query, self.value, value_mask=self.mask)
+        expected = self.built(self.query, self.value, key=self.key, value_mask=self.mask)
         context32 = np.asarray(ops.cast(context, "float32"))
         if keras.backend.standardize_dtype(context.dtype) != "float16":
             self.fail(
@@ -521,14 +718,15 @@ class _Checker:
         keras.utils.set_random_seed(0)
         source = keras.Input((None,), dtype="int32", name="source")
         target_in = keras.Input((None,), dtype="int32", name="target_in")
-        memory = keras.layers.Embedding(_VOCAB, D_V, mask_zero=True)(source)
-        memory = keras.layers.GRU(D_V, return_sequences=True)(memory)
-        embedded = keras.layers.Embedding(_VOCAB, D_Q, mask_zero=True)(target_in)
+        d_q, d_k, _ = self.sizes  # a decoder's memory is its keys and values
+        memory = keras.layers.Embedding(_VOCAB, d_k, mask_zero=True)(source)
+        memory = keras.layers.GRU(d_k, return_sequences=True)(memory)
+        embedded = keras.layers.Embedding(_VOCAB, d_q, mask_zero=True)(target_in)
         attention = self.copy()
         if kind == "bahdanau":
-            decoder = BahdanauDecoder(D_Q, attention)
+            decoder = BahdanauDecoder(d_q, attention)
         else:
-            decoder = LuongDecoder(D_Q, attention)
+            decoder = LuongDecoder(d_q, attention)
         outputs, _, _ = decoder(embedded, memory)
         readout = keras.layers.Dense(_VOCAB)
         model = keras.Model([source, target_in], readout(outputs))
@@ -573,6 +771,21 @@ class _Checker:
                         "of the batch changes: every row of the state must belong to its "
                         "own sequence (a beam reorders the entries along the batch axis)",
                     )
+
+    def builtin_tflite(self):
+        backend = keras.backend.backend()
+        if self.export_tflite is False:
+            return "skipped: tflite=False"
+        if backend != "tensorflow":  # tflite=None: True raised at once
+            return f"skipped: the export runs on the TensorFlow backend, not {backend}"
+        missing = _missing_package(_TFLITE_PACKAGES)
+        if missing:
+            return missing
+        # A malformed state fails the export with an error about the export:
+        # the promise it breaks is named first.
+        with self.promise("step_weights", "state shapes and dtypes"):
+            self._raw_steps(self.built, steps=1)
+        return self.tflite()
 
     def tflite(self):
         from keras_attention import export

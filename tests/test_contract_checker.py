@@ -1,6 +1,9 @@
 """`keras_attention.testing.check_attention`: every shipped mechanism keeps every
 promise, and a mechanism that breaks one is named with the method and the promise."""
 
+import subprocess
+import sys
+
 import keras
 import pytest
 from keras import ops
@@ -15,7 +18,9 @@ from keras_attention import OverriddenAttention
 from keras_attention import masked_softmax
 from keras_attention.testing import PROMISES
 from keras_attention.testing import AttentionContractError
+from keras_attention.testing import attention_checks
 from keras_attention.testing import check_attention
+from keras_attention.testing import parametrize_with_checks
 
 SHIPPED = {
     "bahdanau": lambda: BahdanauAttention(4),
@@ -89,8 +94,18 @@ def test_the_well_behaved_base_of_the_broken_ones_passes():
 
 @keras.saving.register_keras_serializable(package="test_contract_checker")
 class Misshapen(DotAttention):
+    """Its weight has the sizes swapped, (d_k, d_q): right only where d_q = d_k."""
+
     def build_score(self, query_dim, key_dim):
-        self.kernel = self.add_weight(name="kernel", shape=(query_dim + 1, key_dim))
+        self.kernel = self.add_weight(name="kernel", shape=(key_dim, query_dim))
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class ValueSized(DotAttention):
+    """Its weight takes the values' size for the keys', (d_q, d_v): right only where d_k = d_v."""
+
+    def build_score(self, query_dim, key_dim):
+        self.kernel = self.add_weight(name="kernel", shape=(query_dim, self.value_dim))
 
 
 @keras.saving.register_keras_serializable(package="test_contract_checker")
@@ -105,6 +120,38 @@ class ForgetsConfig(GMMAttention):
 class WrongStateKeys(GMMAttention):
     def initial_attention_state(self, memory, value_mask=None):
         return {"centre": super().initial_attention_state(memory, value_mask)["position"]}
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class GrowingState(GMMAttention):
+    """Each step returns one more centre than it received: (B, K) → (B, K + 1)."""
+
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        weights, new_state = super().step_weights(
+            query, processed_keys, state, value_mask, training, noise
+        )
+        position = new_state["position"]  # (B, K)
+        return weights, {"position": ops.concatenate([position, position[:, :1]], axis=1)}
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class HalfState(GMMAttention):
+    """Its steps return the centres in float16, whatever `state_dtype` is."""
+
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        weights, new_state = super().step_weights(
+            query, processed_keys, state, value_mask, training, noise
+        )
+        return weights, {"position": ops.cast(new_state["position"], "float16")}
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class WideInitialState(GMMAttention):
+    """Starts with K + 1 centres, where attention_state_shapes says K."""
+
+    def initial_attention_state(self, memory, value_mask=None):
+        batch = ops.shape(memory)[0]
+        return {"position": ops.zeros((batch, self.num_mixtures + 1), self.state_dtype)}
 
 
 @keras.saving.register_keras_serializable(package="test_contract_checker")
@@ -202,6 +249,10 @@ BROKEN = {
         lambda: WrongStateKeys(num_mixtures=2),
         "WrongStateKeys.initial_attention_state",
     ),
+    "state shapes and dtypes": (
+        lambda: GrowingState(num_mixtures=2),
+        "GrowingState.step_weights",
+    ),
     "shapes and dtypes": (lambda: WrongWeightsShape(), "WrongWeightsShape.step_weights"),
     "zero weight at masked keys": (lambda: ForgetsTheMask(), "ForgetsTheMask.step_weights"),
     "zero weight at masked keys (a fully masked row)": (
@@ -275,3 +326,160 @@ def test_the_tflite_promise_is_skipped_with_its_reason_off_tensorflow():
     assert report["builtin-only TFLite"].startswith("skipped: the export runs on the TensorFlow")
     with pytest.raises(ValueError, match="`tflite`"):
         check_attention(lambda: GMMAttention(2), tflite=True)
+
+
+# Sizes that hide a misshapen weight: query, key and value are checked at
+# three different sizes, (d_q, d_k, d_v) = (4, 6, 8).
+
+
+@pytest.mark.parametrize("broken", [Misshapen, ValueSized], ids=["swapped", "value_sized"])
+def test_a_weight_right_only_for_equal_sizes_is_named_with_build_score(broken):
+    with pytest.raises(AttentionContractError) as caught:
+        check_attention(broken, tflite=False, decoders=())
+    assert caught.value.promise == "builds"
+    assert caught.value.method == f"{broken.__name__}.build_score"
+    assert "query_dim=4, key_dim=6" in str(caught.value)
+
+
+def test_a_built_layer_is_checked_at_the_sizes_it_was_built_for():
+    # The blind spot the three sizes close, where the author built the layer.
+    layer = Misshapen()
+    layer.build((3, 4, 4), (3, 5, 4))  # d_q = d_k = d_v = 4
+    report = check_attention(layer, tflite=False, decoders=("bahdanau",))
+    assert all(report[p] == "passed" for p in PROMISES[:-1]), report
+
+
+def test_a_layer_that_refuses_other_key_sizes_is_checked_with_keys_of_the_query_size():
+    # Luong's dot score refuses d_k != d_q before build_score runs.
+    layer = LuongAttention("dot")
+    check_attention(layer, tflite=False, decoders=())
+    assert (layer.query_dim, layer.key_dim, layer.value_dim) == (4, 4, 8)
+
+
+# The state: each entry of the shape attention_state_shapes gives, in state_dtype.
+
+
+def test_a_step_state_of_the_wrong_shape_is_named_with_its_key_and_shapes():
+    with pytest.raises(AttentionContractError) as caught:
+        check_attention(lambda: GrowingState(num_mixtures=2), tflite=False, decoders=())
+    assert caught.value.promise == "state shapes and dtypes"
+    assert caught.value.method == "GrowingState.step_weights"
+    assert "the new state entry 'position' must be (3, 2) float32" in str(caught.value)
+    assert str(caught.value).endswith("Received: (3, 3) float32")
+
+
+def test_an_initial_state_of_the_wrong_shape_is_named_with_its_key_and_shapes():
+    # Its build's step on zeros trips on the state: the state is named, not build_score.
+    with pytest.raises(AttentionContractError) as caught:
+        check_attention(lambda: WideInitialState(num_mixtures=2), tflite=False, decoders=())
+    assert caught.value.promise == "state shapes and dtypes"
+    assert caught.value.method == "WideInitialState.initial_attention_state"
+    assert "the state entry 'position' must be (3, 2) float32" in str(caught.value)
+    assert str(caught.value).endswith("Received: (3, 3) float32")
+
+
+def test_a_state_in_float16_is_named_with_its_key_and_dtype():
+    with pytest.raises(AttentionContractError) as caught:
+        check_attention(lambda: HalfState(num_mixtures=2), tflite=False, decoders=())
+    assert caught.value.promise == "state shapes and dtypes"
+    assert caught.value.method == "HalfState.step_weights"
+    assert "the new state entry 'position' must be (3, 2) float32" in str(caught.value)
+    assert str(caught.value).endswith("Received: (3, 2) float16")
+
+
+@pytest.mark.tensorflow
+def test_the_tflite_check_alone_names_a_float16_state_not_the_export():
+    checks = dict(attention_checks(lambda: HalfState(num_mixtures=2), tflite=True, decoders=()))
+    with pytest.raises(AttentionContractError) as caught:
+        checks["builtin-only TFLite"]()
+    assert caught.value.promise == "state shapes and dtypes"
+    assert "from_model" not in str(caught.value)
+
+
+# A missing optional package: a result of its own, never a breach.
+
+
+@pytest.mark.tensorflow
+def test_a_missing_ai_edge_litert_is_reported_as_a_missing_package(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ai_edge_litert", None)  # import ai_edge_litert fails
+    report = check_attention(lambda: GMMAttention(2), tflite=True, decoders=())
+    result = report["builtin-only TFLite"]
+    assert result.startswith("missing package: ai-edge-litert ")
+    assert result.endswith('pip install "keras-seq2seq-attention[examples]"')
+    assert all(report[p] == "passed" for p in PROMISES[:-1]), report
+
+
+@pytest.mark.tensorflow
+def test_a_missing_tensorflow_is_reported_with_the_tensorflow_extra(monkeypatch):
+    checks = dict(attention_checks(lambda: GMMAttention(2), tflite=True, decoders=()))
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # import tensorflow fails
+    result = checks["builtin-only TFLite"]()
+    assert result.startswith("missing package: tensorflow ")
+    assert result.endswith('pip install "keras-seq2seq-attention[tensorflow]"')
+
+
+@pytest.mark.tensorflow
+def test_a_missing_package_skips_its_parametrized_test_with_the_install_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ai_edge_litert", None)
+    mark = parametrize_with_checks(lambda: GMMAttention(2), tflite=True, decoders=())
+    promise, check = mark.args[1][-1]
+    assert promise == "builtin-only TFLite"
+    with pytest.raises(pytest.skip.Exception, match=r"ai-edge-litert.*\[examples\]"):
+        check()
+
+
+# One promise at a time.
+
+
+def test_attention_checks_yield_each_promise_once_in_order():
+    names = [promise for promise, _ in attention_checks(lambda: GMMAttention(2))]
+    assert names == list(PROMISES)
+    assert len(set(names)) == len(names)
+
+
+def test_each_check_runs_alone_on_a_layer_of_its_own():
+    made = []
+
+    def factory():
+        made.append(GMMAttention(2))
+        return made[-1]
+
+    checks = dict(attention_checks(factory, tflite=False, decoders=()))
+    assert made == []  # nothing is made before a check runs
+    assert checks["padded target steps"]() == "passed"
+    assert checks["get_config round trip"]() == "passed"
+    assert len(made) == 2 and all(layer.built for layer in made)
+
+
+def test_a_breach_of_one_promise_does_not_stop_the_others():
+    results = {}
+    for promise, check in attention_checks(
+        lambda: ForgetsTheMask(), tflite=False, decoders=("bahdanau",)
+    ):
+        try:
+            results[promise] = check()
+        except AttentionContractError as error:
+            results[promise] = f"breaks '{error.promise}'"
+    assert results == {
+        **dict.fromkeys(PROMISES, "passed"),
+        "zero weight at masked keys": "breaks 'zero weight at masked keys'",
+        "builtin-only TFLite": "skipped: tflite=False",
+    }
+
+
+def test_parametrize_with_checks_gives_one_test_per_promise_named_after_it():
+    mark = parametrize_with_checks(lambda: GMMAttention(2))
+    assert mark.args[0] == ("promise", "check")
+    assert [promise for promise, _ in mark.args[1]] == list(PROMISES)
+    assert mark.kwargs["ids"] == list(PROMISES)
+
+
+@parametrize_with_checks(lambda: GMMAttention(2), tflite=False, decoders=("bahdanau",))
+def test_gmm_keeps_each_promise_on_its_own(promise, check):
+    assert check() == "passed"  # tflite=False: its test is skipped with the reason
+
+
+def test_importing_the_checker_does_not_import_pytest():
+    code = "import sys, keras_attention.testing; print('pytest' in sys.modules)"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.strip().splitlines()[-1] == "False"
