@@ -109,7 +109,7 @@ def drive(chromium, url, cases, screenshot=None):
 def bleu(target, outputs, references):
     import sacrebleu
 
-    from keras_attention.translation.tokenizer import postprocess
+    from keras_attention.translation.postprocess import postprocess
 
     end = target.end_id
     rows = [ids + [end] for ids in outputs]

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _report  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_attention.translation import averaging  # noqa: E402
+from keras_attention.training import averaging  # noqa: E402
 from keras_attention.translation import evaluation  # noqa: E402
 from keras_attention.translation import load_multi30k  # noqa: E402
 from keras_attention.translation.translator import load_run  # noqa: E402

@@ -36,6 +36,7 @@ import keras  # noqa: E402
 from keras_attention import BahdanauAttention  # noqa: E402
 from keras_attention import BahdanauDecoder  # noqa: E402
 from keras_attention import SmoothedSparseCrossentropy  # noqa: E402
+from keras_attention.training.schedules import CosineToBudget  # noqa: E402
 from keras_attention.translation import SubwordTokenizer  # noqa: E402
 from keras_attention.translation import cli  # noqa: E402
 from keras_attention.translation import evaluation  # noqa: E402
@@ -44,7 +45,6 @@ from keras_attention.translation import load_multi30k  # noqa: E402
 from keras_attention.translation import make_dataset  # noqa: E402
 from keras_attention.translation import runs  # noqa: E402
 from keras_attention.translation.model import MaskedMean  # noqa: E402
-from keras_attention.translation.training import CosineToBudget  # noqa: E402
 from keras_attention.translation.training import filter_long_pairs  # noqa: E402
 from keras_attention.translation.translator import Translator  # noqa: E402
 

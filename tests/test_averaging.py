@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attention.translation import averaging
+from keras_attention.training import averaging
 
 
 class _Counter(keras.layers.Layer):

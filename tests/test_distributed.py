@@ -39,7 +39,7 @@ import keras_attention
 from keras_attention.training import distribution
 from keras_attention.translation import cli
 from keras_attention.translation import distribute
-from keras_attention.translation.translator import RUN_FILES
+from keras_attention.translation.runs import RUN_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).resolve().with_name("_distributed_worker.py")

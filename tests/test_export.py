@@ -21,6 +21,7 @@ from _scripts import load_script
 
 from keras_attention.export import tflite_operators
 from keras_attention.export import tflite_subgraph_operators
+from keras_attention.training.run_folder import CONFIG_FILE
 from keras_attention.translation import SubwordTokenizer
 from keras_attention.translation import export
 from keras_attention.translation import load_multi30k
@@ -29,7 +30,6 @@ from keras_attention.translation.lite import VARIANTS
 from keras_attention.translation.lite import tflite_filename
 from keras_attention.translation.lite import tflite_files
 from keras_attention.translation.model import build_translator
-from keras_attention.translation.translator import CONFIG_FILE
 from keras_attention.translation.translator import MODEL_FILE
 from keras_attention.translation.translator import SOURCE_VOCAB
 from keras_attention.translation.translator import TARGET_VOCAB

@@ -35,6 +35,7 @@ from ai_edge_litert.interpreter import Interpreter
 
 from keras_attention.generation.seq2seq_generator import DEFAULT_MAX_OUTPUT_LENGTH
 from keras_attention.generation.seq2seq_generator import DEFAULT_MAX_SOURCE_LENGTH
+from keras_attention.training.run_folder import CONFIG_FILE
 from keras_attention.translation import SubwordTokenizer
 from keras_attention.translation import cli
 from keras_attention.translation import commands
@@ -44,7 +45,6 @@ from keras_attention.translation.lite import export_translator_tflite
 from keras_attention.translation.model import build_translator
 from keras_attention.translation.serving import ServingTranslator
 from keras_attention.translation.tokenizer import RESERVED_TOKENS
-from keras_attention.translation.translator import CONFIG_FILE
 from keras_attention.translation.translator import MODEL_FILE
 from keras_attention.translation.translator import SOURCE_VOCAB
 from keras_attention.translation.translator import TARGET_VOCAB

@@ -28,7 +28,9 @@ import numpy as np
 import pytest
 from _data_paths import multi30k_dir
 
-from keras_attention.translation import averaging
+from keras_attention.files import atomic
+from keras_attention.training import averaging
+from keras_attention.training import run_folder
 from keras_attention.translation import cli
 from keras_attention.translation import runs
 from keras_attention.translation.translator import load_run
@@ -46,12 +48,12 @@ def _writing(folder, name):
         entries = os.listdir(folder)
     except FileNotFoundError:
         return False
-    return any(e.startswith(runs.TEMP_PREFIX) and e.endswith(f"-{name}") for e in entries)
+    return any(e.startswith(atomic.TEMP_PREFIX) and e.endswith(f"-{name}") for e in entries)
 
 
 def _state_epoch(run_dir):
     try:
-        return runs.read_json(run_dir / runs.BACKUP_DIR / runs.STATE_FILE)["epoch"]
+        return runs.read_json(run_dir / runs.BACKUP_DIR / run_folder.STATE_FILE)["epoch"]
     except (OSError, ValueError):
         return None  # none yet
 
@@ -59,7 +61,7 @@ def _state_epoch(run_dir):
 def _backup_weights(run_dir):
     folder = run_dir / runs.BACKUP_DIR
     return os.path.isdir(folder) and any(
-        e.endswith(".weights.h5") for e in os.listdir(folder) if e.startswith(runs.TEMP_PREFIX)
+        e.endswith(".weights.h5") for e in os.listdir(folder) if e.startswith(atomic.TEMP_PREFIX)
     )
 
 
@@ -106,8 +108,8 @@ def _run_until(command, env, kill_when, run_dir, log, timeout=300):
 def _check_whole(run_dir):
     """What any kill must leave: whole files, an unfinished run, ≤ 1 epoch lost."""
     status = runs.translator_run_status(run_dir)  # raises on a damaged marker or backup
-    assert status.state != runs.FINISHED
-    state = runs.read_state(run_dir)  # its weights file opens
+    assert status.state != run_folder.FINISHED
+    state = run_folder.read_state(run_dir)  # its weights file opens
     if (run_dir / runs.CONFIG_FILE).exists():
         runs.read_json(run_dir / runs.CONFIG_FILE)
     if (run_dir / runs.MODEL_FILE).exists():
@@ -135,7 +137,7 @@ def test_run_killed_inside_every_write_resumes_to_a_whole_run(tmp_path):
     command = [*CLI, "--data-dir", str(data_dir), "train", *TINY]
     command += ["--keep-epochs", "--run-dir", str(run_dir)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    env[runs.WRITE_DELAY_ENV] = WRITE_DELAY
+    env[atomic.WRITE_DELAY_ENV] = WRITE_DELAY
     done = 0
     for index, (name, moment) in enumerate(KILL_POINTS):
         log = tmp_path / f"{index}.log"
@@ -151,8 +153,8 @@ def test_run_killed_inside_every_write_resumes_to_a_whole_run(tmp_path):
     log = tmp_path / "last.log"
     code = _run_until(command, env, lambda d: (d / runs.FINISHED_FILE).exists(), run_dir, log)
     assert code in (0, -signal.SIGKILL), log.read_text()[-3000:]
-    assert runs.translator_run_status(run_dir).state == runs.FINISHED
-    assert not list(run_dir.rglob(f"{runs.TEMP_PREFIX}*"))
+    assert runs.translator_run_status(run_dir).state == run_folder.FINISHED
+    assert not list(run_dir.rglob(f"{atomic.TEMP_PREFIX}*"))
 
     assert _history_epochs(run_dir) == list(range(EPOCHS))
     assert averaging.saved_epochs(run_dir) == list(range(1, EPOCHS + 1))
@@ -168,6 +170,6 @@ def test_run_killed_inside_every_write_resumes_to_a_whole_run(tmp_path):
     for saved, expected in zip(translator.model.weights, best.weights, strict=True):
         np.testing.assert_array_equal(saved.numpy(), expected.numpy())
 
-    assert cli.main(["status", "--run-dir", str(run_dir)]).state == runs.FINISHED
+    assert cli.main(["status", "--run-dir", str(run_dir)]).state == run_folder.FINISHED
     with pytest.raises(SystemExit, match="already holds a finished run"):
         cli.main(["--data-dir", str(data_dir), "train", *TINY, "--run-dir", str(run_dir)])

@@ -30,9 +30,10 @@ from keras_attention.files.atomic import write_json
 from keras_attention.generation.search_defaults import MAX_BATCH
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.generation.search_defaults import BeamSettings
+from keras_attention.training import averaging
+from keras_attention.training import run_folder
 from keras_attention.training.run_folder import write_mark
 from keras_attention.translation import SubwordTokenizer
-from keras_attention.translation import averaging
 from keras_attention.translation import cli
 from keras_attention.translation import commands
 from keras_attention.translation import evaluation
@@ -147,7 +148,7 @@ def test_train_refuses_a_folder_that_is_not_a_run_and_deletes_nothing(tmp_path, 
         | ({"config.json"} if kind == "foreign_config" else set())
     )
     # The library raises its own error, a ValueError, never SystemExit.
-    with pytest.raises(runs.NotARunError):
+    with pytest.raises(run_folder.NotARunError):
         training.train_run(folder, data_dir=tmp_path / "no-data-here", overwrite=overwrite)
     assert _snapshot(folder) == before
 
@@ -163,16 +164,16 @@ def test_an_empty_folder_or_a_run_of_ours_is_accepted(tmp_path, run_copy):
     # (and the folder of a multi-worker training's second worker, maybe).
     shutil.copytree(run_copy / runs.SOURCE_VOCAB, tmp_path / "partial" / runs.SOURCE_VOCAB)
     (tmp_path / "partial" / "worker_1").mkdir()
-    with pytest.raises(runs.NotARunError, match="not a run folder"):
+    with pytest.raises(run_folder.NotARunError, match="not a run folder"):
         training.check_run_dir(tmp_path / "partial")  # without the mark: not ours
     write_mark(tmp_path / "partial")
-    assert training.check_run_dir(tmp_path / "partial").state == runs.UNFINISHED
+    assert training.check_run_dir(tmp_path / "partial").state == run_folder.UNFINISHED
     # What the commands add to a run (evaluate, explain, an export) is ours.
     for name in runs.COMMAND_OUTPUTS:
         (run_copy / name).mkdir()
-    assert runs.translator_run_status(run_copy).state == runs.FINISHED
+    assert runs.translator_run_status(run_copy).state == run_folder.FINISHED
     # --overwrite replaces a finished run of ours.
-    assert training.check_run_dir(run_copy, overwrite=True).state == runs.FINISHED
+    assert training.check_run_dir(run_copy, overwrite=True).state == run_folder.FINISHED
 
 
 def test_status_reports_a_folder_that_is_not_a_run(tmp_path):
@@ -198,7 +199,7 @@ def test_average_refuses_an_existing_run_unless_overwrite(finished_run, run_copy
     assert target_model.read_bytes() != before[runs.MODEL_FILE]
     # The replaced run's own epochs are gone with it, not averaged later.
     assert averaging.saved_epochs(run_copy) == []
-    assert runs.translator_run_status(run_copy).state == runs.FINISHED
+    assert runs.translator_run_status(run_copy).state == run_folder.FINISHED
 
 
 def test_average_never_writes_into_a_folder_that_is_not_a_run(finished_run, tmp_path):
@@ -222,7 +223,7 @@ def test_second_train_on_a_locked_run_is_refused_naming_the_holder(run_copy):
         argv = _train_argv(run_copy) + ["--preset", "tiny"]
         with pytest.raises(SystemExit, match=rf"^train: .* in use by process {os.getpid()}"):
             cli.main(argv)
-        with pytest.raises(runs.RunInUseError):
+        with pytest.raises(run_folder.RunInUseError):
             runs.RunLock(run_copy).__enter__()
         assert lock.stale_pid is None
     assert not (run_copy / runs.LOCK_FILE).exists()
@@ -248,7 +249,7 @@ def test_lock_of_another_process_refuses_and_its_stale_lock_is_taken_over(run_co
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(runs.RunInUseError, match=f"in use by process {holder.pid}"):
+        with pytest.raises(run_folder.RunInUseError, match=f"in use by process {holder.pid}"):
             with runs.RunLock(run_copy):
                 pass
     finally:
@@ -278,12 +279,12 @@ def test_resume_with_other_options_names_them_and_changes_nothing(run_copy):
     assert _snapshot(run_copy) == before
     # The library's error lists them as data.
     config = dict(TINY_CONFIG, units=32)
-    with pytest.raises(runs.RunOptionsError) as info:
+    with pytest.raises(run_folder.RunOptionsError) as info:
         training.prepare_run_dir(run_copy, config=config)
     assert info.value.differences == {"units": (64, 32)}
     assert _snapshot(run_copy) == before
     # The same options resume; --overwrite starts over with the new ones.
-    assert training.check_run_dir(run_copy, config=TINY_CONFIG).state == runs.UNFINISHED
+    assert training.check_run_dir(run_copy, config=TINY_CONFIG).state == run_folder.UNFINISHED
     assert training.check_run_dir(run_copy, overwrite=True, config=config) is None
 
 
@@ -584,7 +585,7 @@ def test_written_files_get_the_umask_mode_not_0600(tmp_path, umask, model_and_to
         write_json(tmp_path / "model.json", {})
         runs.write_json(tmp_path / "config.json", {"attention": "bahdanau"})
         runs.save_model(model, tmp_path / "model.keras")
-        runs.save_weights(model, tmp_path / "epoch.weights.h5")
+        run_folder.save_weights(model, tmp_path / "epoch.weights.h5")
         source.save(tmp_path / "vocab")
         with runs.RunLock(tmp_path / "locked"):
             lock_mode = (tmp_path / "locked" / runs.LOCK_FILE).stat().st_mode & 0o777
@@ -632,10 +633,10 @@ def test_user_files_with_an_attention_config_are_refused_untouched(tmp_path):
 def test_a_mark_of_another_format_is_not_ours(tmp_path):
     folder = tmp_path / "other"
     folder.mkdir()
-    (folder / runs.MARK_FILE).write_text(json.dumps({"format": "someone.else", "version": 1}))
+    (folder / run_folder.MARK_FILE).write_text(json.dumps({"format": "someone.else", "version": 1}))
     (folder / "config.json").write_text("{}")
     before = _snapshot(folder)
-    with pytest.raises(runs.NotARunError, match="names the format 'someone.else'"):
+    with pytest.raises(run_folder.NotARunError, match="names the format 'someone.else'"):
         training.check_run_dir(folder, overwrite=True)
     assert _snapshot(folder) == before
 
@@ -668,8 +669,8 @@ def test_an_export_inside_the_run_keeps_it_a_run(run_copy):
     # `export RUN RUN/myexport`: a folder the run never wrote, in a run of ours.
     (run_copy / "myexport" / "saved_model").mkdir(parents=True)
     (run_copy / "myexport" / "export.json").write_text("{}")
-    assert runs.translator_run_status(run_copy).state == runs.FINISHED
-    assert cli.main(["status", "--run-dir", str(run_copy)]).state == runs.FINISHED
+    assert runs.translator_run_status(run_copy).state == run_folder.FINISHED
+    assert cli.main(["status", "--run-dir", str(run_copy)]).state == run_folder.FINISHED
     # Starting it over removes what the run wrote, not the export.
     assert training.prepare_run_dir(run_copy, overwrite=True) is None
     assert (run_copy / "myexport" / "export.json").read_text() == "{}"
@@ -760,7 +761,7 @@ def test_a_lock_held_by_another_program_names_its_real_holder(run_copy):
     # The file names process 1; the lock is held by another process.
     holder = _lock_with(run_copy / runs.LOCK_FILE, 1)
     try:
-        with pytest.raises(runs.RunInUseError) as info:
+        with pytest.raises(run_folder.RunInUseError) as info:
             with runs.RunLock(run_copy):
                 pass
     finally:
@@ -784,7 +785,7 @@ def test_overwrite_removes_symbolic_links_and_never_follows_them(run_copy, tmp_p
     (run_copy / runs.SOURCE_VOCAB / "dangling").symlink_to(tmp_path / "nowhere")
     before = _snapshot(outside)
     assert training.prepare_run_dir(run_copy, overwrite=True) is None
-    assert sorted(os.listdir(run_copy)) == [runs.MARK_FILE]
+    assert sorted(os.listdir(run_copy)) == [run_folder.MARK_FILE]
     assert _snapshot(outside) == before
 
 

@@ -15,6 +15,8 @@ import keras
 import pytest
 from _data_paths import multi30k_dir
 
+from keras_attention.files import atomic
+from keras_attention.training import run_folder
 from keras_attention.training.run_folder import write_mark
 from keras_attention.translation import SubwordTokenizer
 from keras_attention.translation import cli
@@ -122,12 +124,10 @@ def test_truncated_gzip_data_file_names_the_file(tmp_path):
 
 
 def test_interrupted_atomic_write_keeps_the_old_file_and_no_temporary(tmp_path):
-    from keras_attention.translation import runs
-
     path = tmp_path / "config.json"
-    runs.write_text(path, "old\n")
+    atomic.write_text(path, "old\n")
     with pytest.raises(KeyboardInterrupt):
-        with runs.atomic_path(path) as temporary:
+        with atomic.atomic_path(path) as temporary:
             temporary.write_text("half of the new")
             raise KeyboardInterrupt
     assert path.read_text() == "old\n"
@@ -149,33 +149,33 @@ def test_model_written_atomically_loads_and_replaces_the_old_one(tmp_path):
 def test_a_partial_run_is_never_reported_as_finished(run_copy):
     from keras_attention.translation import runs
 
-    assert runs.translator_run_status(run_copy).state == runs.FINISHED
+    assert runs.translator_run_status(run_copy).state == run_folder.FINISHED
     (run_copy / "finished.json").unlink()
     # A run of this version (the mark): without the finished marker, not
     # finished, even with every other file whole and the backup deleted by hand.
     status = runs.translator_run_status(run_copy)
-    assert status.state == runs.UNFINISHED and status.epoch == 0
+    assert status.state == run_folder.UNFINISHED and status.epoch == 0
 
 
 def test_a_finished_run_of_an_older_version_is_read_only(run_copy, tmp_path):
     from keras_attention.translation import runs
 
     # Older versions wrote neither the mark nor the finished marker.
-    (run_copy / runs.MARK_FILE).unlink()
+    (run_copy / run_folder.MARK_FILE).unlink()
     (run_copy / "finished.json").unlink()
     status = runs.translator_run_status(run_copy)
-    assert status.state == runs.FINISHED and status.legacy
+    assert status.state == run_folder.FINISHED and status.legacy
     load_run(run_copy)  # it loads (read only)
     before = {p: p.read_bytes() for p in run_copy.rglob("*") if p.is_file()}
     for overwrite in (False, True):
         # Never trained into, started over or replaced.
-        with pytest.raises(runs.NotARunError, match="older version.*Nothing was changed"):
+        with pytest.raises(run_folder.NotARunError, match="older version.*Nothing was changed"):
             training.prepare_run_dir(run_copy, overwrite=overwrite)
-        with pytest.raises(runs.NotARunError, match="older version"):
+        with pytest.raises(run_folder.NotARunError, match="older version"):
             runs.check_writable(run_copy, overwrite=overwrite)
     assert {p: p.read_bytes() for p in run_copy.rglob("*") if p.is_file()} == before
     (run_copy / "model.keras").write_bytes(b"")  # killed while writing its checkpoint
-    with pytest.raises(runs.NotARunError, match="not a run folder"):
+    with pytest.raises(run_folder.NotARunError, match="not a run folder"):
         runs.translator_run_status(run_copy)
 
 
@@ -202,17 +202,10 @@ def test_train_refuses_a_damaged_backup_unless_overwrite_starts_over(run_copy, t
     with pytest.raises(SystemExit, match=r"^train: .*state\.json is corrupt.*--overwrite"):
         cli.main(argv)
     assert training.prepare_run_dir(run_copy, overwrite=True) is None
-    assert sorted(os.listdir(run_copy)) == [runs.MARK_FILE]  # still a run of ours
+    assert sorted(os.listdir(run_copy)) == [run_folder.MARK_FILE]  # still a run of ours
 
 
 def test_config_that_is_not_json_is_reported_as_corrupt(run_copy):
     (run_copy / "config.json").write_text('{"attention": "bahdan')
     with pytest.raises(ValueError, match=r"config\.json is corrupt"):
         load_run(run_copy)
-
-
-def test_translator_constants_name_the_run_folder_files():
-    from keras_attention.translation import runs
-    from keras_attention.translation import translator
-
-    assert translator.RUN_FILES == runs.RUN_FILES

@@ -217,11 +217,11 @@ def translator_export(tmp_path_factory):
     pairs) exported as the browser page wants it: static length, beam."""
     from _data_paths import multi30k_dir
 
+    from keras_attention.training.run_folder import CONFIG_FILE
     from keras_attention.translation import SubwordTokenizer
     from keras_attention.translation import load_multi30k
     from keras_attention.translation.export import export_run
     from keras_attention.translation.model import build_translator
-    from keras_attention.translation.translator import CONFIG_FILE
     from keras_attention.translation.translator import MODEL_FILE
     from keras_attention.translation.translator import SOURCE_VOCAB
     from keras_attention.translation.translator import TARGET_VOCAB

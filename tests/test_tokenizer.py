@@ -14,9 +14,9 @@ import tensorflow as tf
 from _data_paths import multi30k_dir
 
 from keras_attention.translation import data
+from keras_attention.translation.postprocess import postprocess
 from keras_attention.translation.tokenizer import SubwordTokenizer
 from keras_attention.translation.tokenizer import normalize_text
-from keras_attention.translation.tokenizer import postprocess
 
 DATA_DIR = multi30k_dir()
 

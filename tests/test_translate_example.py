@@ -20,15 +20,15 @@ from _data_paths import multi30k_dir
 from _scripts import load_script
 
 from keras_attention import SmoothedSparseCrossentropy
+from keras_attention.training import averaging
 from keras_attention.translation import SubwordTokenizer
-from keras_attention.translation import averaging
 from keras_attention.translation import cli
 from keras_attention.translation import evaluation
 from keras_attention.translation import load_multi30k
 from keras_attention.translation import make_dataset
 from keras_attention.translation import runs as run_folders
+from keras_attention.translation.runs import RUN_FILES
 from keras_attention.translation.tied_embedding import TiedEmbedding
-from keras_attention.translation.translator import RUN_FILES
 from keras_attention.translation.translator import load_run
 
 ROOT = Path(__file__).resolve().parents[1]

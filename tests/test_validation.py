@@ -14,8 +14,8 @@ from keras_attention.arguments.validation import check_positive_int
 from keras_attention.export import export_tflite
 from keras_attention.generation import beam_search
 from keras_attention.generation.search_defaults import check_beam_width
+from keras_attention.training import averaging
 from keras_attention.translation import SubwordTokenizer
-from keras_attention.translation import averaging
 from keras_attention.translation import export
 from keras_attention.translation import make_dataset
 from keras_attention.translation import read_parallel

@@ -37,10 +37,10 @@ from keras_attention.translation.data import load_multi30k
 from keras_attention.translation.data import multi30k_paths
 from keras_attention.translation.data import read_parallel
 from keras_attention.translation.pipeline import make_dataset
+from keras_attention.translation.postprocess import postprocess
 from keras_attention.translation.tokenizer import RESERVED_TOKENS
 from keras_attention.translation.tokenizer import SubwordTokenizer
 from keras_attention.translation.tokenizer import normalize_text
-from keras_attention.translation.tokenizer import postprocess
 from keras_attention.translation.training import PRESETS
 from keras_attention.translation.training import train_run
 

@@ -33,16 +33,19 @@ from keras_attention.arguments.cli_types import positive_float as _positive_floa
 from keras_attention.arguments.cli_types import positive_int as _positive_int
 from keras_attention.arguments.cli_types import unit_interval as _unit_interval
 from keras_attention.backend.precision import PolicyError
+from keras_attention.files.atomic import DiskFullError
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.generation.search_defaults import check_penalty
 from keras_attention.training.distribution import DistributionError
+from keras_attention.training.run_folder import CorruptRunError
+from keras_attention.training.run_folder import RunFolderError
+from keras_attention.training.training_run import RunWriteError
 from keras_attention.training.training_run import add_run_arguments
 from keras_attention.translation import commands
 from keras_attention.translation import distribute
 from keras_attention.translation import export
-from keras_attention.translation import runs
 from keras_attention.translation import training
 from keras_attention.translation.model import ATTENTIONS
 from keras_attention.translation.model import DECODER_INITS
@@ -115,10 +118,10 @@ def _train(args):
     except (
         PolicyError,
         DistributionError,
-        runs.RunFolderError,
-        runs.CorruptRunError,
-        runs.RunWriteError,
-        runs.DiskFullError,
+        RunFolderError,
+        CorruptRunError,
+        RunWriteError,
+        DiskFullError,
     ) as error:
         raise commands.command_error("train", error) from None
 
@@ -452,8 +455,8 @@ def console_main(argv=None, prog=None):
     try:
         main(argv, prog)
     except (
-        runs.RunFolderError,
-        runs.CorruptRunError,
+        RunFolderError,
+        CorruptRunError,
         FileNotFoundError,
         NotADirectoryError,
     ) as error:

@@ -21,13 +21,17 @@ import tensorflow as tf
 
 from keras_attention.arguments.validation import check_positive_int
 from keras_attention.decoders.overridden_decoder import overridden_decoder
+from keras_attention.files.atomic import write_text
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.scoring import plots
 from keras_attention.text.line_reader import LineReader
 from keras_attention.text.line_reader import read_inputs
-from keras_attention.translation import averaging
+from keras_attention.training import averaging
+from keras_attention.training.run_folder import CorruptRunError
+from keras_attention.training.run_folder import NotARunError
+from keras_attention.training.run_folder import RunFolderError
 from keras_attention.translation import evaluation
 from keras_attention.translation import runs
 from keras_attention.translation.data import load_multi30k
@@ -74,7 +78,7 @@ def evaluate(
     check_positive_int("max_sentences", max_sentences, allow_none=True)
     try:
         runs.check_evaluation_folder(run_dir, out_dir)  # before any decoding
-    except runs.RunFolderError as error:
+    except RunFolderError as error:
         raise command_error("evaluate", error) from None
     translator, config = load_run(run_dir)
     if "beam" in methods:
@@ -93,7 +97,7 @@ def evaluate(
                 translator, data, split, method, batch_size, beam_width, length_penalty
             )
             results[f"{split}/{method}"] = scores
-            runs.write_text(out_dir / f"{split}.{method}.fr", "\n".join(hyps) + "\n")
+            write_text(out_dir / f"{split}.{method}.fr", "\n".join(hyps) + "\n")
             if method == "greedy":
                 results.update(
                     _bleu_by_length(config["attention"], baseline, data, hyps, split, out_dir)
@@ -370,7 +374,7 @@ def average(run_dir, last, out_dir, overwrite=False):
     try:
         # Checked before the averaging, then again under the folder's lock.
         runs.check_writable(out_dir, overwrite)
-    except (runs.RunFolderError, runs.CorruptRunError) as error:
+    except (RunFolderError, CorruptRunError) as error:
         raise command_error("average", error) from None
     translator, config = load_run(run_dir)
     model = translator.model
@@ -386,7 +390,7 @@ def average(run_dir, last, out_dir, overwrite=False):
             info,
             overwrite=overwrite,
         )
-    except (runs.RunFolderError, runs.CorruptRunError) as error:
+    except (RunFolderError, CorruptRunError) as error:
         raise command_error("average", error) from None
     print(f"averaged epochs {epochs[0]} to {epochs[-1]} of {run_dir}: {out_dir / MODEL_FILE}")
     return out_dir
@@ -404,9 +408,9 @@ def status(run_dir):
     """
     try:
         found = runs.translator_run_status(run_dir)
-    except runs.CorruptRunError as error:
+    except CorruptRunError as error:
         raise SystemExit(f"corrupt: {error}") from None
-    except (NotADirectoryError, runs.NotARunError) as error:
+    except (NotADirectoryError, NotARunError) as error:
         raise SystemExit(f"status: {error}") from None
     print(f"{found.state}: {found.detail}")
     return found

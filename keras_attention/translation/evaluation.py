@@ -20,7 +20,7 @@ from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.scoring import plots
-from keras_attention.translation.tokenizer import postprocess
+from keras_attention.translation.postprocess import postprocess
 
 # Source-length buckets (English words) of the BLEU-by-length plot.
 LENGTH_BUCKETS = ((1, 8), (9, 11), (12, 14), (15, 18), (19, 24), (25, 80))

@@ -16,53 +16,40 @@ This module names those files, checks that a run can be loaded
 `average`), and recognises the finished runs of versions before the mark
 (`older_finished_run`): they load, evaluate and export as before, but are
 never trained into, overwritten or cleared. Everything else (atomic writes,
-the lock, the states, the checks) is `keras_attention.training`'s; its names
-are here too, for the translator's modules.
+the lock, the states, the checks) is `keras_attention.training`'s: import it
+from there (`keras_attention.training.run_folder`, `keras_attention.files.atomic`).
 """
 
 import os
 from pathlib import Path
 
-from keras_attention.files.atomic import TEMP_PREFIX  # noqa: F401
-from keras_attention.files.atomic import WRITE_DELAY_ENV  # noqa: F401 (tests' hook)
-from keras_attention.files.atomic import DiskFullError  # noqa: F401
-from keras_attention.files.atomic import atomic_path  # noqa: F401
+from keras_attention.files.atomic import TEMP_PREFIX
 from keras_attention.files.atomic import process_is_running
 from keras_attention.files.atomic import write_json
-from keras_attention.files.atomic import write_text  # noqa: F401
 from keras_attention.training import averaging
 from keras_attention.training import run_folder
 from keras_attention.training.run_folder import BACKUP_DIR
 from keras_attention.training.run_folder import CONFIG_FILE
-from keras_attention.training.run_folder import FINISHED  # noqa: F401
+from keras_attention.training.run_folder import FINISHED
 from keras_attention.training.run_folder import FINISHED_FILE
 from keras_attention.training.run_folder import HISTORY_FILE
 from keras_attention.training.run_folder import LOCK_FILE
 from keras_attention.training.run_folder import LOGS_DIR
-from keras_attention.training.run_folder import MARK_FILE  # noqa: F401
 from keras_attention.training.run_folder import MODEL_FILE
 from keras_attention.training.run_folder import NEW
-from keras_attention.training.run_folder import STATE_FILE  # noqa: F401
-from keras_attention.training.run_folder import UNFINISHED  # noqa: F401
 from keras_attention.training.run_folder import CorruptRunError
-from keras_attention.training.run_folder import NotARunError  # noqa: F401
+from keras_attention.training.run_folder import NotARunError
 from keras_attention.training.run_folder import RunExistsError
-from keras_attention.training.run_folder import RunFolderError  # noqa: F401
-from keras_attention.training.run_folder import RunInUseError  # noqa: F401
-from keras_attention.training.run_folder import RunOptionsError  # noqa: F401
-from keras_attention.training.run_folder import RunStatus  # noqa: F401
+from keras_attention.training.run_folder import RunFolderError
 from keras_attention.training.run_folder import check_model_file
 from keras_attention.training.run_folder import finish
 from keras_attention.training.run_folder import folder
 from keras_attention.training.run_folder import read_json
-from keras_attention.training.run_folder import read_state  # noqa: F401
 from keras_attention.training.run_folder import save_model
-from keras_attention.training.run_folder import save_weights  # noqa: F401
 from keras_attention.training.run_folder import write_mark
 from keras_attention.training.run_lock import RunLock
 from keras_attention.training.run_lock import flock_holder
 from keras_attention.training.run_lock import read_pid_file
-from keras_attention.training.training_run import RunWriteError  # noqa: F401
 from keras_attention.training.training_run import TrainingRun
 
 SOURCE_VOCAB = "source_vocab"

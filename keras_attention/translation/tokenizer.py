@@ -47,9 +47,6 @@ import tensorflow_text as tf_text
 from keras_attention.arguments.validation import check_positive_int
 from keras_attention.files.atomic import write_text
 
-# Re-exported: postprocess lives in a module without TensorFlow (the LiteRT app loads it).
-from keras_attention.translation.postprocess import postprocess  # noqa: F401
-
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
 PAD_ID = 0
 UNK_ID = 1

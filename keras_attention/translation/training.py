@@ -22,8 +22,6 @@ import keras
 from keras_attention.arguments.validation import check_positive_int
 from keras_attention.training.losses import SmoothedSparseCrossentropy
 from keras_attention.training.schedules import CosineToBudget
-from keras_attention.training.schedules import EpochWeights  # noqa: F401
-from keras_attention.training.schedules import TimeLimit  # noqa: F401
 from keras_attention.translation import distribute
 from keras_attention.translation import runs
 from keras_attention.translation.data import load_multi30k
@@ -162,13 +160,13 @@ def train_run(
 
     Raises:
         ValueError: an option is invalid, or two contradict each other.
-        keras_attention.translation.runs.RunFolderError: the folder is not a
+        keras_attention.training.run_folder.RunFolderError: the folder is not a
             run of this package (`NotARunError`), holds a finished run and not
             `overwrite` (`RunExistsError`), is being trained by another
             process (`RunInUseError`), or holds an unfinished run started with
             other options and not `overwrite` (`RunOptionsError`, naming
             them).
-        keras_attention.translation.runs.CorruptRunError: it holds a damaged
+        keras_attention.training.run_folder.CorruptRunError: it holds a damaged
             run and not `overwrite`.
         NotADirectoryError: `run_dir` is a file.
 

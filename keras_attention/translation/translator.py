@@ -5,6 +5,7 @@ It reuses the layers of the training model (read from its graph by
 without rebuilding anything.
 """
 
+import importlib
 from pathlib import Path
 
 import keras
@@ -18,9 +19,7 @@ from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.generation.seq2seq_generator import Seq2SeqGenerator
 from keras_attention.translation import runs
-from keras_attention.translation.runs import CONFIG_FILE  # noqa: F401
 from keras_attention.translation.runs import MODEL_FILE
-from keras_attention.translation.runs import RUN_FILES  # noqa: F401
 from keras_attention.translation.runs import SOURCE_VOCAB
 from keras_attention.translation.runs import TARGET_VOCAB
 from keras_attention.translation.tokenizer import END_ID
@@ -46,7 +45,7 @@ def load_run(run_dir):
     """
     # The run folder's layout and checks are in `runs`; importing the module
     # that builds the model registers its layers (TiedEmbedding, ...) with Keras.
-    from keras_attention.translation import model as _model_layers  # noqa: F401
+    importlib.import_module("keras_attention.translation.model")
 
     run_dir = Path(run_dir)
     config = runs.check_run(run_dir)
