@@ -336,7 +336,7 @@ def _train_in(run, args, lexicon, vocab, train_name):
 
     steps_per_epoch = args.steps_per_epoch or math.ceil(len(pairs) / args.batch_size)
     budget = run.time_budget(  # decays the rate over the budget or the epochs, progress.json
-        args.max_minutes * 60,
+        args.max_minutes,
         args.learning_rate,
         args.learning_rate / 30,
         warmup_steps=10 if args.quick else 300,

@@ -201,10 +201,10 @@ def test_time_budget_keeps_its_state_in_the_run_and_forgets_unsaved_epochs(tmp_p
     x, y = _data()
     kwargs = dict(epochs=3, batch_size=16, monitor=None, verbose=0)
     with TrainingRun(run_dir, OPTIONS, files=("progress.json",)) as run:
-        budget = run.time_budget(3600, 1e-2, 1e-4, warmup_steps=2, total_steps=12)
+        budget = run.time_budget(60, 1e-2, 1e-4, warmup_steps=2, total_steps=12)
         assert (budget.state_path, budget.total_steps) == (run_dir / "progress.json", 12)
         with pytest.raises(ValueError, match=r"Received: name='other.json'"):
-            run.time_budget(3600, 1e-2, 1e-4, name="other.json")
+            run.time_budget(60, 1e-2, 1e-4, name="other.json")
         with pytest.raises(KeyboardInterrupt):  # killed as the third epoch begins
             run.fit(_build(), x, y, callbacks=[budget, _Interrupt(2)], **kwargs)
     assert [e["epoch"] for e in budget.state["epochs"]] == [1, 2]
@@ -215,7 +215,7 @@ def test_time_budget_keeps_its_state_in_the_run_and_forgets_unsaved_epochs(tmp_p
     (run_dir / "progress.json").write_text(json.dumps(progress))
     with TrainingRun(run_dir, OPTIONS, files=("progress.json",)) as run:
         assert run.initial_epoch == 2
-        resumed = run.time_budget(3600, 1e-2, 1e-4)
+        resumed = run.time_budget(60, 1e-2, 1e-4)
         assert [e["epoch"] for e in resumed.state["epochs"]] == [1, 2]
         run.fit(_build(), x, y, callbacks=[resumed], **kwargs)
     assert [e["epoch"] for e in resumed.state["epochs"]] == [1, 2, 3]
@@ -409,21 +409,56 @@ def test_keep_epochs_saves_every_epoch_and_averaging_gives_their_mean(tmp_path):
         np.testing.assert_allclose(got, (a + b) / 2, rtol=1e-6, atol=1e-7)
 
 
-def test_a_spent_time_budget_stops_after_one_epoch_at_the_lowest_rate(tmp_path):
-    run_dir = tmp_path / "run"
+class _Clock:
+    """A clock in seconds that only the test moves."""
+
+    def __init__(self, now=0.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+class _Spend(keras.callbacks.Callback):
+    """Moves `clock` on by `seconds` when training begins or an epoch ends:
+    the time a step of training took, without waiting for it."""
+
+    def __init__(self, clock, seconds, at="on_epoch_end"):
+        super().__init__()
+        self.clock, self.seconds, self.at = clock, seconds, at
+
+    def on_train_begin(self, logs=None):
+        if self.at == "on_train_begin":
+            self.clock.now += self.seconds
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.at == "on_epoch_end":
+            self.clock.now += self.seconds
+
+
+def _fit_on(run_dir, clock, callbacks, max_minutes, epochs=10):
+    """`fit` of the small model with a budget, its time read on `clock`."""
     x, y = _data()
-    TrainingRun(run_dir, OPTIONS).fit(
+    return TrainingRun(run_dir, OPTIONS, clock=clock).fit(
         _build(),
         x,
         y,
-        epochs=EPOCHS,
+        epochs=epochs,
         batch_size=16,
         shuffle=False,
         learning_rate=1e-2,
-        max_minutes=1e-9,
+        max_minutes=max_minutes,
+        callbacks=callbacks,
         monitor=None,
         verbose=0,
     )
+
+
+def test_a_spent_time_budget_stops_after_one_epoch_at_the_lowest_rate(tmp_path):
+    run_dir = tmp_path / "run"
+    clock = _Clock()
+    # Two minutes pass before the first epoch of a one-minute budget.
+    _fit_on(run_dir, clock, [_Spend(clock, 120.0, at="on_train_begin")], 1, epochs=EPOCHS)
     # A budget spent before the first epoch begins: the cosine's floor (5 %
     # of the peak), and the run ends after that epoch, finished.
     rows = _history(run_dir)
@@ -431,6 +466,64 @@ def test_a_spent_time_budget_stops_after_one_epoch_at_the_lowest_rate(tmp_path):
     np.testing.assert_allclose(float(rows[0]["learning_rate"]), 1e-2 * 0.05, rtol=1e-6)
     assert run_status(run_dir).state == run_folder.FINISHED
     assert json.loads((run_dir / "finished.json").read_text())["epochs"] == 1
+
+
+def test_the_time_budget_counts_the_whole_run_across_a_resume(tmp_path):
+    run_dir = tmp_path / "run"
+    first = _Clock()
+    # Epochs of 4 minutes in a 10-minute budget; killed as the third begins.
+    with pytest.raises(KeyboardInterrupt):
+        _fit_on(run_dir, first, [_Spend(first, 240.0), _Interrupt(2)], 10)
+    assert run_folder.read_state(run_dir)["seconds"] == 480.0
+    # A new process, its clock elsewhere: the run has 2 of its 10 minutes
+    # left, so it stops after one more epoch (a budget per process would
+    # train three more), and that epoch's rate goes on down the cosine from
+    # 8 minutes of 10 (not from 2 epochs of 10).
+    second = _Clock(now=5000.0)
+    _fit_on(run_dir, second, [_Spend(second, 240.0)], 10)
+    assert json.loads((run_dir / "finished.json").read_text())["epochs"] == 3
+    rows = _history(run_dir)
+    assert [int(r["epoch"]) for r in rows] == [0, 1, 2]
+    expected = cosine_to_budget(1e-2, 1e-2 * 0.05, 480.0 / 600.0)
+    np.testing.assert_allclose(float(rows[2]["learning_rate"]), expected, rtol=1e-6)
+
+
+def test_a_run_resumed_with_its_budget_spent_trains_no_more(tmp_path):
+    run_dir = tmp_path / "run"
+    clock = _Clock()
+    with pytest.raises(KeyboardInterrupt):
+        _fit_on(run_dir, clock, [_Spend(clock, 240.0), _Interrupt(2)], 10)
+    # Resumed with a 5-minute budget, of which the run spent 8 minutes.
+    _fit_on(run_dir, _Clock(), [_Interrupt(2)], 5)
+    assert run_status(run_dir).state == run_folder.FINISHED
+    assert json.loads((run_dir / "finished.json").read_text())["epochs"] == 2
+
+
+@pytest.mark.parametrize("max_minutes", [0, -1, float("nan"), float("inf"), True, "5"])
+def test_fit_refuses_a_budget_that_is_not_a_positive_finite_number(tmp_path, max_minutes):
+    run_dir = tmp_path / "run"
+    with pytest.raises(
+        ValueError,
+        match=r"^Invalid value for argument `max_minutes`\. Expected a finite number of "
+        r"minutes above 0, or None for no time budget\. Received: max_minutes=",
+    ):
+        _fit_on(run_dir, _Clock(), [], max_minutes)
+    assert not run_dir.exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_the_max_minutes_flag_refuses_a_budget_that_is_not_a_positive_finite_number(value, capsys):
+    parser = argparse.ArgumentParser(prog="trainer")
+    add_training_arguments(
+        parser, batch_size=64, learning_rate=1e-3, epochs=5, max_minutes=30.0, batch_size_note="-"
+    )
+    with pytest.raises(SystemExit) as info:
+        parser.parse_args(["--run-dir", "r", "--max-minutes", value])
+    assert info.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert (
+        last == f"trainer: error: argument --max-minutes: expected a positive number, got {value}"
+    )
 
 
 def test_mixed_precision_builds_the_model_in_the_policy_and_restores_the_global_one(tmp_path):
@@ -523,8 +616,8 @@ def test_a_policy_the_runtime_cannot_take_is_refused_naming_its_error(tmp_path, 
 
 def test_cosine_to_budget_follows_the_larger_fraction():
     clock = [0.0]
-    schedule = CosineToBudget(1e-3, 10, budget_seconds=100, clock=lambda: clock[0])
-    clock[0] = 50.0  # half the time after 2 of 10 epochs: the time wins
+    schedule = CosineToBudget(1e-3, 10, max_minutes=2, clock=lambda: clock[0])
+    clock[0] = 60.0  # half the time after 2 of 10 epochs: the time wins
     assert schedule.rate(2) == cosine_to_budget(1e-3, 5e-5, 0.5)
     assert cosine_to_budget(1.0, 0.0, 0.5) == pytest.approx(0.5, abs=1e-15)
     assert cosine_to_budget(1.0, 0.1, 2.0) == 0.1  # past the end: the floor

@@ -1,6 +1,7 @@
 """The translator's command line, `python -m keras_attention.translation`: its
 commands, its entry points, and clear answers without a run."""
 
+import argparse
 import configparser
 import importlib
 import inspect
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from keras_attention.training.training_run import add_run_arguments
 from keras_attention.translation import cli
 from keras_attention.translation import runs
 
@@ -72,6 +74,52 @@ def test_unknown_options_are_refused(tmp_path, capsys):
         cli.main(["status", "--run-dir", str(tmp_path), "--bogus"])
     assert info.value.code == 2
     assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def _flags(parser):
+    """{flag: what defines it} of `parser`'s options, --help aside."""
+    return {
+        option: (a.dest, type(a), a.type, a.default, a.choices, a.required, a.nargs, a.help)
+        for a in parser._actions
+        for option in a.option_strings
+        if option not in ("-h", "--help")
+    }
+
+
+def _train_parser():
+    commands = next(
+        a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    return commands.choices["train"]
+
+
+def test_train_takes_the_run_flags_from_the_librarys_one_definition():
+    # Each flag of a run is the library's (`add_run_arguments`), as defined
+    # there: a second definition in the translator would differ here (or
+    # clash with the library's in argparse).
+    library = argparse.ArgumentParser()
+    add_run_arguments(library, cli.BATCH_SIZE_NOTE, run_dir=cli.RUN_DIR)
+    expected = _flags(library)
+    assert set(expected) == {
+        "--run-dir",
+        "--overwrite",
+        "--seed",
+        "--max-minutes",
+        "--mixed-precision",
+        "--distribution",
+    }
+    train = _flags(_train_parser())
+    assert {flag: train.get(flag) for flag in expected} == expected
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_train_refuses_a_time_budget_that_is_not_a_positive_finite_number(tmp_path, value, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["train", "--run-dir", str(tmp_path / "run"), "--max-minutes", value])
+    assert info.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.endswith(f"error: argument --max-minutes: expected a positive number, got {value}")
+    assert not (tmp_path / "run").exists()
 
 
 def test_export_takes_the_options_of_the_export_module(capsys):
@@ -396,3 +444,12 @@ def test_generator_beam_refuses_a_bad_length_penalty(tiny_translator, value):
     ids = tiny_translator.tokenize_source(["a dog"])
     with pytest.raises(ValueError, match=r"Expected a finite number >= 0\. Received: length_pe"):
         tiny_translator.generator.beam(ids, length_penalty=value)
+
+
+@pytest.mark.parametrize("max_minutes", [0, -1, float("nan"), float("inf")])
+def test_train_run_refuses_the_budget_as_training_run_fit_does(tmp_path, max_minutes):
+    from keras_attention.translation import training
+
+    with pytest.raises(ValueError, match=r"^Invalid value for argument `max_minutes`\. Expected"):
+        training.train_run(tmp_path / "run", preset="tiny", max_minutes=max_minutes)
+    assert not (tmp_path / "run").exists()

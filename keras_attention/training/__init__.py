@@ -8,8 +8,10 @@ kill at any instant, decayed over a time budget and marked finished last
 the G2P example train through it.
 
 Modules: `training_run` (`TrainingRun`), `run_folder` (the files and states
-of a run folder), `run_lock` (`RunLock`), `schedules` (`CosineToBudget`),
-`time_budget` (`TimeBudget`: the rate decayed step by step over a budget),
+of a run folder), `run_lock` (`RunLock`), `schedules` (`CosineToBudget`;
+`TrainingTime` and `check_max_minutes`: the one time budget, `max_minutes`,
+the training time of the whole run across its resumes), `time_budget`
+(`TimeBudget`: the rate decayed step by step over a budget),
 `averaging` (checkpoint averaging), `threads` (`set_intra_op_threads`),
 `length_batches` (teacher-forced batches of similar lengths, reshuffled
 every epoch), `atomic` (atomic writes; standard library only).
@@ -33,6 +35,8 @@ _WHERE = {
     "RunLock": "run_lock",
     "CosineToBudget": "schedules",
     "cosine_to_budget": "schedules",
+    "check_max_minutes": "schedules",
+    "TrainingTime": "schedules",
     "TimeBudget": "time_budget",
     "RunWriteError": "training_run",
     "TrainingRun": "training_run",

@@ -326,7 +326,9 @@ def read_state(run_dir):
     The state holds `epoch` (epochs done), `weights` (the file in `backup/`
     with the weights and optimizer after that epoch), `best` and `best_epoch`
     (the monitored value of `model.keras` and its 1-based epoch), `stopped`
-    (training had decided to stop) and `history` (one row per epoch).
+    (training had decided to stop), `history` (one row per epoch) and, from
+    runs of this version on, `seconds` (the training time of those epochs,
+    summed over the run's sessions: what its time budget has spent).
     """
     path = Path(run_dir) / BACKUP_DIR / STATE_FILE
     if not path.exists():
@@ -506,12 +508,16 @@ class RunKeeper(keras.callbacks.Callback):
         state: the state `restore` resumed from, or None for a new run.
         monitor: the log the best model is chosen on (lower is better);
             None: `model.keras` is the last epoch's.
+        training_time: a function of no arguments returning the run's
+            training time in seconds (`TrainingTime`), recorded in the state
+            as `seconds`; None: not recorded.
     """
 
-    def __init__(self, run_dir, state=None, monitor="val_loss"):
+    def __init__(self, run_dir, state=None, monitor="val_loss", training_time=None):
         super().__init__()
         self.run_dir = Path(run_dir)
         self.monitor = monitor
+        self.training_time = training_time
         state = state or {}
         self.best = state.get("best")
         self.best_epoch = state.get("best_epoch", 0)
@@ -545,6 +551,8 @@ class RunKeeper(keras.callbacks.Callback):
             "stopped": bool(self.model.stop_training),
             "history": self.history,
         }
+        if self.training_time is not None:
+            state["seconds"] = self.training_time()
         write_json(backup / STATE_FILE, state)
         if improved:
             save_model(self.model, self.run_dir / MODEL_FILE)

@@ -8,6 +8,7 @@ import time
 import keras
 
 from keras_attention.files.atomic import write_json
+from keras_attention.training.schedules import check_max_minutes
 from keras_attention.training.schedules import cosine_to_budget
 
 
@@ -18,7 +19,7 @@ class TimeBudget(keras.callbacks.Callback):
     training goes from its start to its end, after a linear warm-up over the
     first `warmup_steps` steps; it is set every 10 batches. The end is
     whichever comes first: the training time (summed over resumed runs, kept
-    in `state_path`) reaching `budget_s`, or the step count reaching
+    in `state_path`) reaching `max_minutes`, or the step count reaching
     `total_steps` (an epoch limit): the schedule follows the larger of the two
     fractions. So a run whose epochs end before its time budget still decays
     to the floor, and the same seed and step count give the same schedule
@@ -29,21 +30,25 @@ class TimeBudget(keras.callbacks.Callback):
     busy machine) cuts that epoch short instead of overrunning the budget.
     The partial epoch is saved and counted like any other.
 
-    `CosineToBudget`, which `TrainingRun.fit(learning_rate=...)` adds, sets
-    the rate once per epoch and counts the time of the present process; this
-    callback is for runs of few, long epochs. Give it to `TrainingRun.fit` in
+    The budget means what `TrainingRun.fit(max_minutes=...)` means: the
+    training time of the whole run across its resumes, of the epochs it
+    holds. `CosineToBudget`, which `TrainingRun.fit(learning_rate=...)` adds,
+    sets the rate once per epoch from the run's `training_time`; this
+    callback is for runs of few, long epochs, and keeps its own count (it
+    works outside a run too). Give it to `TrainingRun.fit` in
     `callbacks`, its state file among the run's `files`; `run.time_budget`
     makes one over the run's progress.json and forgets the epochs a kill did
     not back up (`keep_epochs`):
 
     ```python
     with TrainingRun(run_dir, options, files=("progress.json",)) as run:
-        budget = run.time_budget(3600, 3e-3, 1e-4, total_steps=5000)
+        budget = run.time_budget(60, 3e-3, 1e-4, total_steps=5000)
         run.fit(build_model, dataset, epochs=100, callbacks=[budget], monitor=None)
     ```
 
     Args:
-        budget_s: the training time budget, in seconds.
+        max_minutes: the time budget of the whole run, in minutes
+            (`check_max_minutes`).
         peak: the rate after the warm-up.
         floor: the rate at the end.
         state_path: a JSON file of the time spent and of each epoch's
@@ -51,6 +56,7 @@ class TimeBudget(keras.callbacks.Callback):
             read back by a resumed run).
         warmup_steps: steps of linear warm-up.
         total_steps: the steps of the whole training, or None (the time alone).
+        clock: the clock of this session, in seconds (tests inject one).
 
     Attributes:
         state: `{"seconds": total training time, "epochs": [{"epoch",
@@ -58,9 +64,20 @@ class TimeBudget(keras.callbacks.Callback):
             cut it short]}, ...]}`.
     """
 
-    def __init__(self, budget_s, peak, floor, state_path, warmup_steps=300, total_steps=None):
+    def __init__(
+        self,
+        max_minutes,
+        peak,
+        floor,
+        state_path,
+        warmup_steps=300,
+        total_steps=None,
+        clock=time.perf_counter,
+    ):
         super().__init__()
-        self.budget_s = budget_s
+        self.clock = clock
+        self.max_minutes = check_max_minutes(max_minutes, allow_none=False)
+        self._budget_s = max_minutes * 60
         self.peak = peak
         self.floor = floor
         self.state_path = state_path
@@ -81,19 +98,19 @@ class TimeBudget(keras.callbacks.Callback):
     def finished(self):
         """Whether an earlier run already spent the budget."""
         epochs = self.state["epochs"]
-        return bool(epochs) and self.state["seconds"] + epochs[-1]["seconds"] > self.budget_s
+        return bool(epochs) and self.state["seconds"] + epochs[-1]["seconds"] > self._budget_s
 
     def on_train_begin(self, logs=None):
-        self._started = time.perf_counter()
+        self._started = self.clock()
         self._base = self.state["seconds"]
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._epoch_started = time.perf_counter()
+        self._epoch_started = self.clock()
         self._cut_at = None  # the batches of an epoch the budget cut short
 
     def rate(self, step, elapsed_s):
         """The learning rate at optimizer step `step` after `elapsed_s` seconds of training."""
-        fraction = elapsed_s / self.budget_s
+        fraction = elapsed_s / self._budget_s
         if self.total_steps:
             fraction = max(fraction, step / self.total_steps)
         rate = cosine_to_budget(self.peak, self.floor, fraction)
@@ -102,7 +119,7 @@ class TimeBudget(keras.callbacks.Callback):
         return rate
 
     def on_train_batch_begin(self, batch, logs=None):
-        if self.elapsed_now() >= self.budget_s:
+        if self.elapsed_now() >= self._budget_s:
             self.model.stop_training = True  # `fit` stops after this batch
             self._cut_at = batch + 1
         if batch % 10:
@@ -112,10 +129,10 @@ class TimeBudget(keras.callbacks.Callback):
 
     def elapsed_now(self):
         """The training time so far, earlier runs included, in seconds."""
-        return self._base + time.perf_counter() - self._started
+        return self._base + self.clock() - self._started
 
     def on_epoch_end(self, epoch, logs=None):
-        seconds = time.perf_counter() - self._epoch_started
+        seconds = self.clock() - self._epoch_started
         self.state["seconds"] = self.elapsed_now()
         rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
         entry = {
@@ -131,9 +148,9 @@ class TimeBudget(keras.callbacks.Callback):
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         print(
             f"\nepoch {epoch + 1}: {seconds:.0f} s, {self.state['seconds'] / 60:.1f} of "
-            f"{self.budget_s / 60:.0f} minutes, learning rate {rate:.2e}, "
+            f"{self.max_minutes:g} minutes, learning rate {rate:.2e}, "
             f"load average {load:.2f}"
             + (f"; the time budget ran out after {self._cut_at} batches" if self._cut_at else "")
         )
-        if self.state["seconds"] + seconds > self.budget_s:
+        if self.state["seconds"] + seconds > self._budget_s:
             self.model.stop_training = True

@@ -28,6 +28,8 @@ from keras_attention.training.run_lock import RunLock
 from keras_attention.training.schedules import CosineToBudget
 from keras_attention.training.schedules import EpochWeights
 from keras_attention.training.schedules import TimeLimit
+from keras_attention.training.schedules import TrainingTime
+from keras_attention.training.schedules import check_max_minutes
 
 # The values of `TrainingRun(mixed_precision=...)` and `distribution=`.
 MIXED_PRECISION = ("mixed_float16", "mixed_bfloat16")
@@ -41,16 +43,46 @@ RUN_OPTION_DEFAULTS = {"mixed_precision": None, "distribution": None, "devices":
 DISTRIBUTION_SESSION_OPTIONS = ("distribution", "devices")
 
 
-def add_run_arguments(parser, batch_size_note):
-    """Adds `--mixed-precision` and `--distribution` to an argparse parser,
-    the options a command-line trainer hands to `TrainingRun` as
-    `mixed_precision=args.mixed_precision, distribution=args.distribution`.
+def add_run_arguments(parser, batch_size_note, *, max_minutes=None, run_dir=None):
+    """Adds the flags of a run to an argparse parser: the one definition of
+    `--run-dir`, `--overwrite`, `--seed`, `--max-minutes`, `--mixed-precision`
+    and `--distribution`, which every command-line trainer on `TrainingRun`
+    takes (`TrainingRun.from_args` reads the run's, `TrainingRun.fit` takes
+    `max_minutes=args.max_minutes`). Values are checked by
+    `keras_attention.arguments.cli_types`: a bad one exits with status 2 and
+    one line naming the flag.
 
     Args:
         parser: an `argparse.ArgumentParser` (or a subcommand's parser).
         batch_size_note: str, what the trainer's batch size means under
             `--distribution` (e.g. "--batch-size is then per device").
+        max_minutes: the default of `--max-minutes`, the time budget of the
+            whole run (`schedules.check_max_minutes`); None: no budget.
+        run_dir: the default of `--run-dir`; None: the flag is required.
     """
+    parser.add_argument(
+        "--run-dir",
+        required=run_dir is None,
+        default=run_dir,
+        help="the run folder" + ("" if run_dir is None else " (default: %(default)s)"),
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished run, or start over a damaged one or one started with "
+        "other options (never a folder that is not a run)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="the weights, the dropout and the shuffling"
+    )
+    parser.add_argument(
+        "--max-minutes",
+        type=cli_types.positive_float,
+        default=max_minutes,
+        help="time budget: the training time of the whole run in minutes, summed over its "
+        "resumes; the learning rate decays over it and training stops when it is spent "
+        + ("(default: none)" if max_minutes is None else "(default: %(default)s)"),
+    )
     parser.add_argument(
         "--mixed-precision",
         choices=MIXED_PRECISION,
@@ -76,36 +108,26 @@ def add_training_arguments(
     intra_op_threads=0,
 ):
     """Adds the flags of a command-line trainer built on `TrainingRun`, with
-    the trainer's defaults: `--run-dir` (required), `--overwrite`,
-    `--batch-size`, `--learning-rate` (the peak of `TimeBudget`'s decay),
-    `--max-minutes`, `--epochs`, `--steps-per-epoch`, `--seed`,
-    `--intra-op-threads` (`set_intra_op_threads`), `--verbose` and those of
-    `add_run_arguments`. Values are checked by `keras_attention.arguments.cli_types`.
+    the trainer's defaults: those of `add_run_arguments` (`--run-dir`
+    required), then `--batch-size`, `--learning-rate` (the peak of
+    `TimeBudget`'s decay), `--epochs`, `--steps-per-epoch`,
+    `--intra-op-threads` (`set_intra_op_threads`) and `--verbose`. Values are
+    checked by `keras_attention.arguments.cli_types`.
 
     Args:
         parser: an `argparse.ArgumentParser` (or a subcommand's parser).
         batch_size: the default of `--batch-size`.
         learning_rate: the default of `--learning-rate`.
         epochs: the default of `--epochs`.
-        max_minutes: the default of `--max-minutes`.
+        max_minutes: the default of `--max-minutes`, as `add_run_arguments`
+            takes it.
         batch_size_note: as `add_run_arguments` takes it.
         intra_op_threads: the default of `--intra-op-threads` (0: TensorFlow's).
     """
-    parser.add_argument("--run-dir", required=True, help="the run folder")
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace a finished run (only a run of this package: any other folder is refused)",
-    )
+    add_run_arguments(parser, batch_size_note, max_minutes=max_minutes)
     parser.add_argument("--batch-size", type=cli_types.positive_int, default=batch_size)
     parser.add_argument(
         "--learning-rate", type=cli_types.positive_float, default=learning_rate, help="peak rate"
-    )
-    parser.add_argument(
-        "--max-minutes",
-        type=cli_types.positive_float,
-        default=max_minutes,
-        help="time budget; the rate decays over it and training stops at it",
     )
     parser.add_argument(
         "--epochs",
@@ -118,7 +140,6 @@ def add_training_arguments(
         type=cli_types.positive_int,
         help="batches per epoch (default: one pass over the data)",
     )
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--intra-op-threads",
         type=cli_types.non_negative_int,
@@ -126,7 +147,6 @@ def add_training_arguments(
         help="TensorFlow's threads per operation; 0: its default",
     )
     parser.add_argument("--verbose", type=int, default=1, help="Keras' fit verbosity (2: a line)")
-    add_run_arguments(parser, batch_size_note)
 
 
 class RunWriteError(OSError):
@@ -213,12 +233,18 @@ class TrainingRun:
             run may change both. On TensorFlow, use `setup` with a
             `tf.distribute` strategy's `scope` instead.
         devices: with `distribution`, None (every device JAX sees) or a count.
+        clock: the clock the run's training time is read on, in seconds
+            (tests inject one).
 
     Attributes:
         run_dir: the folder, a `Path`.
         state: on entry, the progress of the unfinished run it resumes
             (`backup/state.json`), or None when it starts from its first epoch.
         status: the folder's `RunStatus` before entry.
+        training_time: on entry, the run's `TrainingTime`: the seconds its
+            earlier sessions spent on the epochs it holds, plus this
+            session's once `fit` trains. `fit(max_minutes=...)` spends it; a
+            client's own schedule reads it (`CosineToBudget(clock=...)`).
     """
 
     def __init__(
@@ -235,6 +261,7 @@ class TrainingRun:
         mixed_precision=None,
         distribution=None,
         devices=None,
+        clock=time.monotonic,
     ):
         self.run_dir = Path(run_dir)
         # Checked before anything is written: `check` and `fit` come later.
@@ -258,6 +285,8 @@ class TrainingRun:
         self.option_defaults = dict(RUN_OPTION_DEFAULTS, **(option_defaults or {}))
         self.state = None
         self.status = None
+        self.clock = clock
+        self.training_time = None
         self._lock = None
 
     @classmethod
@@ -366,6 +395,10 @@ class TrainingRun:
             # stay (their ids must not change), and the epochs of an older
             # run are not averaged with the new one's.
             run_folder.clear(self.run_dir, self.files, keep=(CONFIG_FILE, *self.files))
+        # The time of the epochs the backup holds (0 in a state of a version
+        # before it was recorded): an epoch a kill lost runs again, its time
+        # with it.
+        self.training_time = TrainingTime(state.get("seconds", 0.0) if state else 0.0, self.clock)
         return state
 
     def finished(self):
@@ -481,13 +514,14 @@ class TrainingRun:
         write_json(path, value)
         return value
 
-    def time_budget(self, budget_s, peak, floor, name="progress.json", **options):
+    def time_budget(self, max_minutes, peak, floor, name="progress.json", **options):
         """A `TimeBudget` callback for `fit` whose state is the run's file
         `name` (one of `files`), with the epochs a kill did not back up
         forgotten (`TimeBudget.keep_epochs`). Inside the run only.
 
         Args:
-            budget_s: the training time budget, in seconds.
+            max_minutes: the time budget of the whole run, in minutes, as
+                `fit` takes it.
             peak: the rate after the warm-up.
             floor: the rate at the end.
             name: the run's file of the budget's state.
@@ -500,7 +534,7 @@ class TrainingRun:
 
         self._check_entered("time_budget")
         self._check_file(name)
-        budget = TimeBudget(budget_s, peak, floor, self.run_dir / name, **options)
+        budget = TimeBudget(max_minutes, peak, floor, self.run_dir / name, **options)
         budget.keep_epochs(self.initial_epoch)
         return budget
 
@@ -552,7 +586,12 @@ class TrainingRun:
             learning_rate: when given, the rate falls on a cosine from it over
                 the epochs or `max_minutes`, whichever ends first
                 (`CosineToBudget`).
-            max_minutes: stop after the epoch that passes this budget.
+            max_minutes: the time budget: the training time of the whole run
+                in minutes, summed over the sessions a killed run resumes in
+                (`training_time`), as a user who kills and resumes a run
+                expects; training stops after the epoch that spends it, and a
+                run resumed with it spent trains no more. A finite number
+                above 0, or None: no budget.
             keep_epochs: also save every epoch's weights in `RUN_DIR/epochs`
                 (checkpoint averaging).
             verbose: as `model.fit`'s; None: 1 on a terminal, else 2.
@@ -565,7 +604,10 @@ class TrainingRun:
             RunWriteError: the folder cannot be written (read-only).
             keras_attention.files.atomic.DiskFullError: the disk filled
                 up; the run resumes once there is space.
+            ValueError: `max_minutes` is 0, negative, NaN or infinite
+                (nothing is written).
         """
+        check_max_minutes(max_minutes)
         # Entered here when the caller did not enter the run (`with run:`).
         entered = contextlib.nullcontext() if self._lock is not None else self
         with entered:
@@ -627,20 +669,24 @@ class TrainingRun:
                 # A killed run restarts after its last backed-up epoch.
                 print(f"resuming {self.run_dir} after epoch {state['epoch']}", flush=True)
                 run_folder.restore(model, self.run_dir, state)
+        training_time = self.training_time
         callbacks = list(callbacks)
         if learning_rate is not None:
-            budget = max_minutes * 60 if max_minutes else None
-            callbacks.append(CosineToBudget(learning_rate, epochs, budget))
+            callbacks.append(
+                CosineToBudget(learning_rate, epochs, max_minutes, clock=training_time)
+            )
         if keep_epochs:
             callbacks.append(EpochWeights(self.run_dir))
-        if max_minutes:
-            callbacks.append(TimeLimit(max_minutes * 60))
+        if max_minutes is not None:
+            callbacks.append(TimeLimit(max_minutes, training_time))
         # Last, so that it backs up what the others left: the averaged
         # weights, the epoch's learning rate in the logs, the decision to stop.
-        keeper = RunKeeper(self.run_dir, state, monitor=monitor)
+        keeper = RunKeeper(self.run_dir, state, monitor=monitor, training_time=training_time)
         callbacks.append(keeper)
         start = time.time()
-        if state is None or not (state["stopped"] or state["epoch"] >= epochs):
+        spent = max_minutes is not None and training_time() >= max_minutes * 60
+        if state is None or not (state["stopped"] or state["epoch"] >= epochs or spent):
+            training_time.start()
             model.fit(
                 x,
                 y,

@@ -52,6 +52,10 @@ from keras_attention.translation.model import DECODER_INITS
 from keras_attention.translation.training import PRESETS
 
 COMMANDS = ("train", "status", "evaluate", "translate", "explain", "average", "export")
+# The run folder of the commands that take --run-dir, `train` included.
+RUN_DIR = "runs/bahdanau"
+# What --batch-size means under --distribution (`add_run_arguments`).
+BATCH_SIZE_NOTE = "--batch-size is then per device"
 # Libraries whose INFO lines are for their own developers, shown with
 # --verbose: TensorFlow's SavedModel writer says "Assets written to:
 # .../assets" for each file (the TFLite converter's temporary folders too)
@@ -236,7 +240,7 @@ def build_parser(prog=None):
 
 
 def _add_run_dir(p, help=None):
-    p.add_argument("--run-dir", default="runs/bahdanau", help=help)
+    p.add_argument("--run-dir", default=RUN_DIR, help=help)
 
 
 def _add_beam_options(p):
@@ -256,8 +260,10 @@ def _add_beam_options(p):
 
 
 def _add_train(subparsers):
+    """`train`: the translator's own options, and the library's flags of a
+    run (`add_run_arguments`: --run-dir, --overwrite, --seed, --max-minutes,
+    --mixed-precision, --distribution), defined there only."""
     p = subparsers.add_parser("train", help="train a translator")
-    _add_run_dir(p, help="output folder")
     p.add_argument("--attention", choices=ATTENTIONS, default="bahdanau")
     p.add_argument("--preset", choices=sorted(PRESETS), default="default")
     _add_model_options(p)
@@ -269,18 +275,10 @@ def _add_train(subparsers):
         help="cosine: decay over the epochs or --max-minutes, whichever ends first; "
         "plateau: halve after an epoch without a better validation loss",
     )
-    p.add_argument("--max-minutes", type=float, help="stop after this epoch budget")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--keep-epochs",
         action="store_true",
         help="save the weights after every epoch in RUN_DIR/epochs (for `average`)",
-    )
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace a finished run, or start over a damaged one or one started with "
-        "other options (never a folder that is not a run)",
     )
     p.add_argument(
         "--strategy",
@@ -288,7 +286,7 @@ def _add_train(subparsers):
         default="one-device",
         help="tf.distribute strategy; --batch-size is then per replica",
     )
-    add_run_arguments(p, "--batch-size is then per device")
+    add_run_arguments(p, BATCH_SIZE_NOTE, run_dir=RUN_DIR)
     p.set_defaults(func=_train)
 
 

@@ -22,6 +22,7 @@ import keras
 from keras_attention.arguments.validation import check_positive_int
 from keras_attention.training.losses import SmoothedSparseCrossentropy
 from keras_attention.training.schedules import CosineToBudget
+from keras_attention.training.schedules import check_max_minutes
 from keras_attention.translation import distribute
 from keras_attention.translation import runs
 from keras_attention.translation.data import load_multi30k
@@ -135,8 +136,10 @@ def train_run(
             `max_minutes`, whichever ends first) or "plateau" (halve after an
             epoch without a better validation loss).
         patience: epochs without a better validation loss before stopping.
-        max_minutes: stop after the epoch that passes this budget; None: no
-            budget.
+        max_minutes: the time budget, `TrainingRun.fit`'s: the training
+            time of the whole run in minutes, summed over the sessions a
+            killed run resumes in; the cosine decays over it and training
+            stops after the epoch that spends it. None: no budget.
         seed: the weights, the dropout and the shuffling.
         keep_epochs: also save every epoch's weights in `RUN_DIR/epochs`
             (for `average`).
@@ -244,11 +247,8 @@ def check_train_options(preset, attention, max_minutes, strategy, overrides):
                 f"Invalid value for argument `{key}`. Expected a number in [{low}, {high}). "
                 f"Received: {key}={value!r}"
             )
-    if max_minutes is not None and not max_minutes > 0:
-        raise ValueError(
-            "Invalid value for argument `max_minutes`. Expected a positive number or "
-            f"None. Received: max_minutes={max_minutes!r}"
-        )
+    # `TrainingRun.fit`'s check, here before the folder is touched.
+    check_max_minutes(max_minutes)
     if max_minutes and strategy == "multi-worker":
         # Workers would stop after different epochs and wait on each other.
         raise ValueError(
@@ -319,7 +319,7 @@ def _train(run, tf_strategy, patience, max_minutes, keep_epochs, data_dir):
         train_data,
         validation_data=val_data,
         epochs=config["epochs"],
-        callbacks=_callbacks(run_dir, config, patience, max_minutes),
+        callbacks=_callbacks(run, patience, max_minutes),
         max_minutes=max_minutes,
         keep_epochs=keep_epochs,
         # make_dataset shuffles; Keras warns at shuffle=True with a dataset.
@@ -352,9 +352,10 @@ def _tokenizers(run_dir, config, train_en, train_fr):
     return tuple(tokenizers)
 
 
-def _callbacks(run_dir, config, patience, max_minutes):
-    """The callbacks of a training, in their order, before the run's own
-    (`EpochWeights`, `TimeLimit`, `RunKeeper`)."""
+def _callbacks(run, patience, max_minutes):
+    """The callbacks of a training in the entered `run`, in their order,
+    before the run's own (`EpochWeights`, `TimeLimit`, `RunKeeper`)."""
+    config = run.options
     callbacks = []
     if config["ema_momentum"]:
         # Validation, the checkpoint and the backup see the averaged weights;
@@ -363,8 +364,9 @@ def _callbacks(run_dir, config, patience, max_minutes):
     callbacks += [
         keras.callbacks.TerminateOnNaN(raise_error=True),
         keras.callbacks.EarlyStopping(monitor="val_loss", patience=patience),
-        learning_rate_schedule(config, max_minutes),
-        keras.callbacks.TensorBoard(run_dir / runs.LOGS_DIR),
+        # The run's training time: a resumed run's rate goes on where it was.
+        learning_rate_schedule(config, max_minutes, clock=run.training_time),
+        keras.callbacks.TensorBoard(run.run_dir / runs.LOGS_DIR),
     ]
     # `TrainingRun.fit` adds the epoch weights after these (after the EMA
     # swap, like the checkpoint: the validated weights).
@@ -418,14 +420,14 @@ def compiled_model(config, source_tokenizer, target_tokenizer, seed=None):
     return model
 
 
-def learning_rate_schedule(config, max_minutes=None):
+def learning_rate_schedule(config, max_minutes=None, clock=None):
     """The callback of `config["lr_schedule"]`: `CosineToBudget` over the
-    config's epochs and `max_minutes`, or "plateau" (`ReduceLROnPlateau`)."""
+    config's epochs and `max_minutes` on `clock` (a run's `training_time`),
+    or "plateau" (`ReduceLROnPlateau`)."""
     if config["lr_schedule"] == "plateau":
         # Halve the rate after one epoch without a better validation loss.
         return keras.callbacks.ReduceLROnPlateau(monitor="val_loss", factor=0.5, patience=1)
-    budget = max_minutes * 60 if max_minutes else None
-    return CosineToBudget(config["learning_rate"], config["epochs"], budget)
+    return CosineToBudget(config["learning_rate"], config["epochs"], max_minutes, clock=clock)
 
 
 def filter_long_pairs(en, fr, max_words=MAX_TRAIN_WORDS):
