@@ -126,35 +126,23 @@ def train_run(
     Args:
         run_dir: the run folder (created). Under `strategy="multi-worker"`,
             workers other than the chief write to `RUN_DIR/worker_N`.
-        data_dir: the folder of the Multi30k `.gz` files; None: the
-            environment variable `KERAS_ATTENTION_MULTI30K_DIR`, else a
-            download (`load_multi30k`).
-        preset: a key of `PRESETS`, the sizes and the recipe.
-        attention: one of `translation.model.ATTENTIONS`.
+        data_dir: the Multi30k folder; None: as `load_multi30k` finds it.
+        preset, attention: a key of `PRESETS` (the sizes and the recipe),
+            one of `translation.model.ATTENTIONS`.
         input_feeding: Luong decoders only.
-        lr_schedule: "cosine" (`CosineToBudget`, over the epochs or
-            `max_minutes`, whichever ends first) or "plateau" (halve after an
-            epoch without a better validation loss).
+        lr_schedule: "cosine" (`CosineToBudget`: over the epochs or
+            `max_minutes`) or "plateau" (halved when validation stalls).
         patience: epochs without a better validation loss before stopping.
-        max_minutes: the time budget, `TrainingRun.fit`'s: the training
-            time of the whole run in minutes, summed over the sessions a
-            killed run resumes in; the cosine decays over it and training
-            stops after the epoch that spends it. None: no budget.
+        max_minutes: `TrainingRun.fit`'s time budget (the whole run's
+            training minutes, across resumes); None: no budget.
         seed: the weights, the dropout and the shuffling.
-        keep_epochs: also save every epoch's weights in `RUN_DIR/epochs`
-            (for `average`).
-        overwrite: replace a finished run of this package, or start over a
-            damaged one or an unfinished one started with other options. A
+        keep_epochs: also keep every epoch's weights (for `average`).
+        overwrite: start a run of this package over (`TrainingRun`'s); a
             folder that is not a run of this package is never touched.
-        strategy: one of `distribute.STRATEGIES`; `batch_size` is then per
-            replica.
-        mixed_precision: None (float32), "mixed_float16" or "mixed_bfloat16"
-            (`TrainingRun`'s): the policy the model is trained in; a resumed
-            run keeps it. Export makes a float32 copy by itself.
-        distribution: None, or "data-parallel" on JAX (`TrainingRun`'s):
-            `keras.distribution.DataParallel` over every device JAX sees,
-            with `strategy="one-device"`; `batch_size` is then per device,
-            and the last batch is padded with rows of weight 0.
+        strategy: one of `distribute.STRATEGIES` (`batch_size` per replica).
+        mixed_precision, distribution: `TrainingRun`'s (a mixed policy;
+            "data-parallel" on JAX, with `strategy="one-device"` and
+            `batch_size` per device).
         **overrides: values of the preset's keys (`epochs=`, `units=`,
             `conditional=`, ...); None keeps the preset's value.
 
@@ -163,25 +151,14 @@ def train_run(
 
     Raises:
         ValueError: an option is invalid, or two contradict each other.
-        keras_attention.training.run_folder.RunFolderError: the folder is not a
-            run of this package (`NotARunError`), holds a finished run and not
-            `overwrite` (`RunExistsError`), is being trained by another
-            process (`RunInUseError`), or holds an unfinished run started with
-            other options and not `overwrite` (`RunOptionsError`, naming
-            them).
-        keras_attention.training.run_folder.CorruptRunError: it holds a damaged
-            run and not `overwrite`.
-        NotADirectoryError: `run_dir` is a file.
-
-    Nothing in the folder is changed when one of these is raised.
+        keras_attention.training.run_folder.RunFolderError,
+        keras_attention.training.run_folder.CorruptRunError,
+        NotADirectoryError: the folder cannot hold this run, as
+            `TrainingRun` says (not a run of this package, finished, in use,
+            started with other options, damaged, a file). Nothing in the
+            folder is changed when one of these is raised.
     """
-    check_train_options(preset, attention, max_minutes, strategy, overrides)
-    if distribution is not None and strategy != "one-device":
-        raise ValueError(
-            f"Invalid value for argument `strategy`: a tf.distribute strategy cannot be "
-            f"used with distribution={distribution!r} (keras.distribution on JAX). "
-            f"Received: strategy={strategy!r}"
-        )
+    check_train_options(preset, attention, max_minutes, strategy, overrides, distribution)
     tf_strategy = distribute.make_strategy(strategy)
     # Workers other than the chief write to a private sub-folder.
     run_dir = distribute.worker_run_dir(run_dir)
@@ -198,8 +175,7 @@ def train_run(
         distribution=distribution,
     )
     # The batch is split across the strategy's replicas or the devices.
-    replicas = run.options["devices"] or tf_strategy.num_replicas_in_sync
-    run.options["replicas"] = replicas
+    run.options["replicas"] = run.options["devices"] or tf_strategy.num_replicas_in_sync
     # Read-only, before the lock file is written into the folder: a folder
     # that is not a run of ours is never written to. Checked again under the
     # lock.
@@ -220,9 +196,15 @@ def _run_config(preset_name, overrides, **options):
     return config
 
 
-def check_train_options(preset, attention, max_minutes, strategy, overrides):
+def check_train_options(preset, attention, max_minutes, strategy, overrides, distribution=None):
     """Raises `ValueError` for an option of `train_run` that is invalid or
     contradicts another one."""
+    if distribution is not None and strategy != "one-device":
+        raise ValueError(
+            f"Invalid value for argument `strategy`: a tf.distribute strategy cannot be "
+            f"used with distribution={distribution!r} (keras.distribution on JAX). "
+            f"Received: strategy={strategy!r}"
+        )
     if preset not in PRESETS:
         raise ValueError(
             f"Invalid value for argument `preset`. Expected one of {sorted(PRESETS)}. "
