@@ -630,6 +630,29 @@ class TrainingRun:
                     **fit_kwargs,
                 )
 
+    def _built_model(self, model, state):
+        """The model `fit` trains: built (from a function) in the run's
+        policy and under its setup, restored from the run's last backed-up
+        epoch on resume."""
+        with (
+            _dtype_policy(self.mixed_precision),
+            self.setup() if self.setup else contextlib.nullcontext(),
+        ):
+            if not isinstance(model, keras.Model):
+                model = model()
+            elif self.mixed_precision and model.dtype_policy.name != self.mixed_precision:
+                raise ValueError(
+                    f"Invalid value for argument `model`: with mixed_precision="
+                    f"{self.mixed_precision!r}, pass a function that builds the model "
+                    f"(it is built in that policy). Received: a model built in "
+                    f"{model.dtype_policy.name!r}"
+                )
+            if state is not None:
+                # A killed run restarts after its last backed-up epoch.
+                print(f"resuming {self.run_dir} after epoch {state['epoch']}", flush=True)
+                run_folder.restore(model, self.run_dir, state)
+        return model
+
     def _fit(
         self,
         model,
@@ -652,23 +675,7 @@ class TrainingRun:
             x, y, validation_data, fit_kwargs = _pad_for_devices(
                 self.options["devices"], x, y, validation_data, fit_kwargs
             )
-        with (
-            _dtype_policy(self.mixed_precision),
-            self.setup() if self.setup else contextlib.nullcontext(),
-        ):
-            if not isinstance(model, keras.Model):
-                model = model()
-            elif self.mixed_precision and model.dtype_policy.name != self.mixed_precision:
-                raise ValueError(
-                    f"Invalid value for argument `model`: with mixed_precision="
-                    f"{self.mixed_precision!r}, pass a function that builds the model "
-                    f"(it is built in that policy). Received: a model built in "
-                    f"{model.dtype_policy.name!r}"
-                )
-            if state is not None:
-                # A killed run restarts after its last backed-up epoch.
-                print(f"resuming {self.run_dir} after epoch {state['epoch']}", flush=True)
-                run_folder.restore(model, self.run_dir, state)
+        model = self._built_model(model, state)
         training_time = self.training_time
         callbacks = list(callbacks)
         if learning_rate is not None:
