@@ -218,7 +218,7 @@ class _ConstantScore(BahdanauAttention):
     def precompute_keys(self, key):
         return key
 
-    def _score(self, query, processed_keys):
+    def score(self, query, processed_keys):
         batch = keras.ops.shape(query)[0]
         t_q = keras.ops.shape(query)[1]
         t_v = keras.ops.shape(processed_keys)[1]

@@ -473,7 +473,6 @@ class _Checker:
         the weights it returns, before the base class masks them. The state
         is checked before each step reads it (`initial_state`, `check_new_state`)."""
         mask = ops.convert_to_tensor(self.mask)
-        value = _zeroed(ops.convert_to_tensor(self.value), self.mask)
         keys = layer.precompute_keys(_zeroed(ops.convert_to_tensor(self.key), self.mask))
         state = self.initial_state(layer, entries)
         out = []
@@ -481,14 +480,7 @@ class _Checker:
             query = ops.cast(ops.convert_to_tensor(self.query[:, t]), layer.compute_dtype)
             this = None if noise is None else noise[t]
             with no_random_draws(f"{self.name}.step_weights"):
-                if type(layer).step_weights is BaseAttention.step_weights:
-                    # A content-only layer (ContentAttention): its step is attend_step.
-                    context, weights, new_state = layer.attend_step(
-                        query, value, keys, state, value_mask=mask, training=training, noise=this
-                    )
-                    returned = (weights, new_state)
-                else:
-                    returned = layer.step_weights(query, keys, state, mask, training, this)
+                returned = layer.step_weights(query, keys, state, mask, training, this)
             if not isinstance(returned, (tuple, list)) or len(returned) != 2:
                 self.fail(
                     "step_weights",

@@ -194,19 +194,19 @@ class DrawsInTraining(DotAttention):
 class IgnoresPaddedSteps(GMMAttention):
     """A step path of its own (what `call` and the decoders run) that drops the query mask."""
 
-    def _attend_step(self, query, value, processed_keys, attention_state, **kwargs):
+    def attend_step(self, query, value, processed_keys, attention_state, **kwargs):
         kwargs.pop("query_mask", None)
-        return super()._attend_step(query, value, processed_keys, attention_state, **kwargs)
+        return super().attend_step(query, value, processed_keys, attention_state, **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="test_contract_checker")
 class SequenceFromTheStart(GMMAttention):
     """Its own sequence path starts every query from the initial state."""
 
-    def _attend_sequence(self, query, value, processed_keys, **kwargs):
+    def attend_sequence(self, query, value, processed_keys, **kwargs):
         kwargs.pop("attention_state", None)
         steps = [
-            super(SequenceFromTheStart, self)._attend_sequence(
+            super(SequenceFromTheStart, self).attend_sequence(
                 query[:, t : t + 1], value, processed_keys, **kwargs
             )
             for t in range(query.shape[1])

@@ -75,7 +75,8 @@ class BahdanauAttention(ContentAttention):
         """U_a k for every key: (batch, T_v, d_k) → (batch, T_v, units)."""
         return project_keys(self, key)
 
-    def _score(self, query, processed_keys):
+    def score(self, query, processed_keys):
+        """e = v_aᵀ tanh(W_a q + U_a k): (batch, T_q, d_q) → (batch, 1, T_q, T_v)."""
         scores = layer_additive_score(self, query, processed_keys, self.normalize)
         return ops.expand_dims(scores, 1)  # (B, 1, T_q, T_v)
 

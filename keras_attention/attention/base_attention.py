@@ -1,13 +1,14 @@
 """`BaseAttention`: the one contract every attention mechanism fills.
 
 A decoder, the generator and the export talk to an attention layer through
-four methods, whatever the mechanism:
+four public methods, whatever the mechanism:
 
-    keys  = attention.precompute_keys(memory)                 # once per batch
+    memory, keys = attention.prepare_memory(memory, mask)    # once per batch
     state = attention.initial_attention_state(memory, mask)   # {} if content-only
     noise = attention.step_noise((T, batch, T_v), training)   # drawn before a loop
     context, weights, state = attention.attend_step(query, memory, keys, state,
-                                                    value_mask=mask, noise=noise[t])
+                                                    value_mask=mask, noise=noise[t],
+                                                    memory_prepared=True)
 
 and the sequence form `attend_sequence` (all queries at once; a content-only
 layer computes it in parallel, a stateful one step by step). A mechanism of
@@ -67,8 +68,10 @@ class BaseAttention(keras.layers.Layer):
     - `step_noise(shape, training)`: the random draws of all steps, made
       before a loop (default: none).
 
-    The base class gives `attend_step` (one step, with the checks, masks and
-    dtypes), `attend_sequence` (a scan of steps) and the Keras `call`.
+    The base class gives `prepare_memory` (the memory masked and the keys
+    projected, once per batch), `attend_step` (one step, with the checks,
+    masks and dtypes), `attend_sequence` (a scan of steps) and the Keras
+    `call`.
 
     Call arguments (every layer's; a subclass documents what it adds):
         query: (batch, T_q, d_q), or (batch, d_q) for one step.
@@ -351,6 +354,29 @@ class BaseAttention(keras.layers.Layer):
         """
         return ops.cast(key, self.compute_dtype)
 
+    def prepare_memory(self, value, value_mask=None, key=None):
+        """What every step reads of the memory, prepared once per batch.
+
+        The values and the keys are zeroed at masked keys (a `where`: a NaN or
+        inf in the padding never reaches a product or a gradient), then the
+        keys are projected by `precompute_keys`. A loop over steps hands both
+        to `attend_step` (or `attend_sequence`) with `memory_prepared=True`,
+        and the steps read them as they are, without masking them again.
+
+        Args:
+            value: (batch, T_v, d_v), in its own dtype (a step casts it to the
+                compute dtype).
+            value_mask: optional bool (batch, T_v).
+            key: optional (batch, T_v, d_k); defaults to `value`.
+
+        Returns:
+            `(value, processed_keys)`: the values, zero at masked keys, and
+            `precompute_keys` of the keys, zero there before the projection.
+        """
+        value = zero_masked(value, value_mask)
+        key = value if key is None else zero_masked(key, value_mask)
+        return value, self.precompute_keys(key)
+
     def step_weights(self, query, processed_keys, state, value_mask, training, noise):
         """One step's weights: (batch, d_q) query → `(weights (batch, T_v), new state)`.
 
@@ -378,6 +404,8 @@ class BaseAttention(keras.layers.Layer):
         query_mask=None,
         training=None,
         noise=None,
+        *,
+        memory_prepared=False,
     ):
         """One step: attends with keys from `precompute_keys` and the previous state.
 
@@ -394,45 +422,21 @@ class BaseAttention(keras.layers.Layer):
             training: whether the step is in training (dropout, noise).
             noise: optional slice of `step_noise(...)` for this step, used
                 instead of a draw here.
+            memory_prepared: True when `value` and `processed_keys` come from
+                `prepare_memory(value, value_mask)`, made once before a loop:
+                the step then does not zero them at masked keys again.
 
         Returns:
             `(context, weights, new_state)`: context (batch, d_v) and weights
             (batch, T_v) in the compute dtype (for a layer with several heads,
             their average); the new state dict.
         """
-        return self._attend_step(
-            query,
-            value,
-            processed_keys,
-            attention_state,
-            value_mask=value_mask,
-            query_mask=query_mask,
-            training=training,
-            noise=noise,
-        )
-
-    def _attend_step(
-        self,
-        query,
-        value,
-        processed_keys,
-        attention_state,
-        value_mask=None,
-        query_mask=None,
-        training=None,
-        noise=None,
-        *,
-        memory_zeroed=False,
-    ):
-        """`attend_step`, with `memory_zeroed=True` where the caller zeroed `value`
-        and `processed_keys` at masked keys once per batch (the decoders, `call`).
-        """
         dtype = self.compute_dtype
         query = ops.cast(query, dtype)
         value = ops.cast(value, dtype)
         self._check_step_inputs(query, value, processed_keys, value_mask, query_mask)
         self._check_state(attention_state, value.shape)
-        if not memory_zeroed:
+        if not memory_prepared:
             # 0 · NaN is NaN: what the mask removes is zeroed before any product.
             value = zero_masked(value, value_mask)
             processed_keys = zero_masked(processed_keys, value_mask)
@@ -528,6 +532,8 @@ class BaseAttention(keras.layers.Layer):
         query_mask=None,
         training=None,
         attention_state=None,
+        *,
+        memory_prepared=False,
     ):
         """Every query of a sequence: `attend_step` over the T_q queries, carrying the state.
 
@@ -541,39 +547,17 @@ class BaseAttention(keras.layers.Layer):
             training: whether the steps are in training (dropout, noise).
             attention_state: the state before the first query; None starts
                 from `initial_attention_state`.
+            memory_prepared: True when `value` and `processed_keys` come from
+                `prepare_memory(value, value_mask)`: they are not zeroed at
+                masked keys again.
 
         Returns:
             `(context (batch, T_q, d_v), weights (batch, T_q, T_v), last state)`.
         """
-        return self._attend_sequence(
-            query,
-            value,
-            processed_keys,
-            value_mask=value_mask,
-            query_mask=query_mask,
-            training=training,
-            attention_state=attention_state,
-        )
-
-    def _attend_sequence(
-        self,
-        query,
-        value,
-        processed_keys,
-        value_mask=None,
-        query_mask=None,
-        training=None,
-        attention_state=None,
-        *,
-        memory_zeroed=False,
-    ):
-        """`attend_sequence`, with `memory_zeroed=True` where the caller zeroed `value`
-        and `processed_keys` at masked keys once per batch (the decoders, `call`).
-        """
         dtype = self.compute_dtype
         query = ops.cast(query, dtype)
         value = ops.cast(value, dtype)
-        if not memory_zeroed:
+        if not memory_prepared:
             value = zero_masked(value, value_mask)
             processed_keys = zero_masked(processed_keys, value_mask)
         if attention_state is None:
@@ -593,7 +577,7 @@ class BaseAttention(keras.layers.Layer):
         }
 
         def step(carry, x):
-            context, weights, new_state = self._attend_step(
+            context, weights, new_state = self.attend_step(
                 x["query"],
                 value,
                 processed_keys,
@@ -602,7 +586,7 @@ class BaseAttention(keras.layers.Layer):
                 query_mask=x.get("mask"),
                 training=training,
                 noise=x.get("noise"),
-                memory_zeroed=True,
+                memory_prepared=True,
             )
             carry = {"state": new_state, "context": context, "weights": weights}
             return carry, carry
@@ -663,17 +647,18 @@ class BaseAttention(keras.layers.Layer):
         d_q); `attention_state` None starts from `initial_attention_state`.
         """
         dtype = self.compute_dtype
-        value = zero_masked(ops.cast(value, dtype), value_mask)
         # Zeroed before the projection: a NaN there would reach its gradient.
-        processed_keys = self.precompute_keys(zero_masked(ops.cast(key, dtype), value_mask))
-        common = {"value_mask": value_mask, "training": training, "memory_zeroed": True}
+        value, processed_keys = self.prepare_memory(
+            ops.cast(value, dtype), value_mask, ops.cast(key, dtype)
+        )
+        common = {"value_mask": value_mask, "training": training, "memory_prepared": True}
         if len(query.shape) == 2:
             if attention_state is None:
                 attention_state = self.initial_attention_state(value, value_mask)
-            return self._attend_step(
+            return self.attend_step(
                 query, value, processed_keys, attention_state, query_mask=query_mask, **common
             )
-        return self._attend_sequence(
+        return self.attend_sequence(
             query,
             value,
             processed_keys,

@@ -1,17 +1,17 @@
 """`ContentAttention`: attention whose weights depend on the query and keys alone.
 
 `BahdanauAttention` and `LuongAttention` score each key against the query
-(`_score`) and softmax the scores: no state passes from one decoder step to
+(`score`) and softmax the scores: no state passes from one decoder step to
 the next, so a whole sequence of queries is attended at once (`call`,
 `attend_sequence`), in parallel. This class adds what they share to the
-contract of `BaseAttention`: heads, dropout on the weights, and the parallel
-path.
+contract of `BaseAttention`: heads, dropout on the weights, the parallel
+path, and `step_weights` defined through `score`, so that a content-only
+layer is the same recipe as every other mechanism.
 """
 
 import keras
 from keras import ops
 
-from keras_attention.arguments.validation import bound_arguments
 from keras_attention.arguments.validation import check_positive_int
 from keras_attention.attention.base_attention import BaseAttention
 from keras_attention.attention.base_attention import refuse_abstract_base
@@ -29,7 +29,11 @@ class ContentAttention(BaseAttention):
 
     Not used directly (a `TypeError` says to use `BahdanauAttention` or
     `LuongAttention`). Subclasses implement `build_score(d_q, d_k)`,
-    `precompute_keys(key)` and `_score(query, processed_keys)`.
+    `precompute_keys(key)` and `score(query, processed_keys)`; this class
+    defines `step_weights` from `score` (the masked softmax of one query's
+    scores, with the step's dropout mask), so that the decoders, the
+    generator and `keras_attention.testing.check_attention` meet one
+    recipe, and computes the sequence form in parallel.
 
     Args:
         num_heads: number of heads the features are split into.
@@ -59,13 +63,27 @@ class ContentAttention(BaseAttention):
         each head's: (batch, num_heads, T_q, T_v) or (batch, num_heads, T_v).
     """
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # The recipe of earlier versions scored through a private `_score`,
+        # which nothing calls now: refused here, with the new name, rather than
+        # a subclass whose scores are silently another class's.
+        if "_score" in vars(cls) and "score" not in vars(cls):
+            raise TypeError(
+                f"{cls.__name__} defines `_score(query, processed_keys)`, the private "
+                "scoring method of earlier versions of ContentAttention. Rename it "
+                "`score(query, processed_keys)`, the public method of the content-only "
+                "recipe: (batch, T_q, d_q) queries → (batch, num_heads, T_q, T_v) "
+                "scores (see docs/custom_attention.md)."
+            )
+
     def __init__(self, num_heads=1, dropout=0.0, seed=None, **kwargs):
         refuse_abstract_base(
             self,
             ContentAttention,
             "the content-only attention layers",
             "BahdanauAttention or LuongAttention (or a subclass that implements "
-            "build_score, precompute_keys and _score)",
+            "build_score, precompute_keys and score)",
         )
         super().__init__(**kwargs)
         check_positive_int("num_heads", num_heads)
@@ -101,7 +119,7 @@ class ContentAttention(BaseAttention):
     def _not_implemented(self, method):
         return NotImplementedError(
             f"{type(self).__name__} must implement {method}: a subclass of "
-            "ContentAttention implements build_score, precompute_keys and _score "
+            "ContentAttention implements build_score, precompute_keys and score "
             "(a mechanism with a state implements BaseAttention's step_weights: "
             "see docs/custom_attention.md)."
         )
@@ -131,44 +149,85 @@ class ContentAttention(BaseAttention):
             shape = shape[:2] + (self.num_heads,) + shape[2:]
         return self._dropout_mask(shape, training)
 
-    def _attend_step(self, *args, **kwargs):
-        """One step of the contract: the arguments and returns of `BaseAttention._attend_step`.
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        """One step, through `score`: query (batch, d_q) → `(weights (batch, T_v), {})`.
+
+        The masked softmax of the query's scores over the keys, times this
+        step's dropout mask `noise` (its slice of `step_noise`; None drops
+        nothing, as a step draws no random numbers), with several heads the
+        heads' average. `attend_step` gives the same weights along the
+        parallel path of `attend_sequence`, each head's context from its own
+        weights.
+        """
+        weights = self._weights(
+            ops.expand_dims(query, 1), processed_keys, value_mask, False, noise
+        )  # (B, H, 1, T_v)
+        return ops.mean(ops.squeeze(weights, 2), axis=1), {}  # (B, T_v)
+
+    def attend_step(
+        self,
+        query,
+        value,
+        processed_keys,
+        attention_state,
+        value_mask=None,
+        query_mask=None,
+        training=None,
+        noise=None,
+        *,
+        memory_prepared=False,
+    ):
+        """One step of the contract: the arguments and returns of `BaseAttention.attend_step`.
 
         The weights depend on the query and keys alone: the state is the empty
         dict, passed on. With several heads, the weights returned are the
         average of the heads' (the alignment a plot shows); the Keras call
         gives each head's.
         """
-        step = bound_arguments(super()._attend_step, args, kwargs)
-        self._check_state(step["attention_state"], tuple(step["value"].shape))
-        if len(step["query"].shape) != 2:
-            raise _arg_error("query", "(batch, d_q) for one step", step["query"].shape)
-        return self._attend_averaged(step, step["noise"])
-
-    def _attend_sequence(self, *args, **kwargs):
-        """Every query at once, in parallel: the arguments and returns of
-        `BaseAttention._attend_sequence`."""
-        sequence = bound_arguments(super()._attend_sequence, args, kwargs)
-        if sequence["attention_state"] is not None:
-            self._check_state(sequence["attention_state"], tuple(sequence["value"].shape))
-        return self._attend_averaged(sequence, None)
-
-    def _attend_averaged(self, arguments, noise):
-        """`_attend` as the contract returns it: `(context, the heads' average weights, {})`.
-
-        arguments: those of `_attend_step` or `_attend_sequence`, by name.
-        """
-        query = arguments["query"]
-        context, weights = self._attend(
+        self._check_state(attention_state, tuple(value.shape))
+        if len(query.shape) != 2:
+            raise _arg_error("query", "(batch, d_q) for one step", query.shape)
+        return self._attend_averaged(
             query,
-            arguments["value"],
-            arguments["processed_keys"],
-            query_mask=arguments["query_mask"],
-            value_mask=arguments["value_mask"],
-            training=arguments["training"],
+            value,
+            processed_keys,
+            query_mask=query_mask,
+            value_mask=value_mask,
+            training=training,
             dropout_mask=noise,
-            memory_zeroed=arguments["memory_zeroed"],
+            memory_prepared=memory_prepared,
         )
+
+    def attend_sequence(
+        self,
+        query,
+        value,
+        processed_keys,
+        value_mask=None,
+        query_mask=None,
+        training=None,
+        attention_state=None,
+        *,
+        memory_prepared=False,
+    ):
+        """Every query at once, in parallel: the arguments and returns of
+        `BaseAttention.attend_sequence`."""
+        if attention_state is not None:
+            self._check_state(attention_state, tuple(value.shape))
+        return self._attend_averaged(
+            query,
+            value,
+            processed_keys,
+            query_mask=query_mask,
+            value_mask=value_mask,
+            training=training,
+            memory_prepared=memory_prepared,
+        )
+
+    def _attend_averaged(self, query, value, processed_keys, **arguments):
+        """`_attend` (the same arguments) as the contract returns it:
+        `(context, the heads' average weights, {})`."""
+        context, weights = self._attend(query, value, processed_keys, **arguments)
         if len(weights.shape) > len(query.shape):
             # Several heads: (B, H, [T_q,] T_v) → the head average.
             weights = ops.mean(weights, axis=1)
@@ -176,8 +235,8 @@ class ContentAttention(BaseAttention):
 
     def _probe_step(self, query, processed_keys, value):
         # The step of a content-only layer is its score.
-        with no_random_draws(f"{type(self).__name__}._score"):
-            self._score(ops.expand_dims(query, 1), processed_keys)  # (B, H, 1, T_v)
+        with no_random_draws(f"{type(self).__name__}.score"):
+            self.score(ops.expand_dims(query, 1), processed_keys)  # (B, H, 1, T_v)
 
     # ------------------------------------------------------------------ call
 
@@ -193,13 +252,21 @@ class ContentAttention(BaseAttention):
         """
         raise self._not_implemented("precompute_keys(key)")
 
-    def _score(self, query, processed_keys):
-        """(batch, T_q, d_q) query → (batch, num_heads, T_q, T_v) scores.
+    def score(self, query, processed_keys):
+        """The score of every key for every query, before the softmax.
 
-        The scores may have another float dtype than the compute dtype (float32
-        where float16 would overflow); the weights are cast back.
+        Args:
+            query: (batch, T_q, d_q), in the compute dtype (T_q = 1 for one
+                step).
+            processed_keys: what `precompute_keys` returned, (batch, T_v, ...).
+
+        Returns:
+            (batch, num_heads, T_q, T_v) scores. They may have another float
+            dtype than the compute dtype (float32 where float16 would
+            overflow); the weights are cast back. `step_weights` and the
+            parallel path softmax them over the unmasked keys.
         """
-        raise self._not_implemented("_score(query, processed_keys)")
+        raise self._not_implemented("score(query, processed_keys)")
 
     def _call_attend(
         self, query, value, key, query_mask, value_mask, training, attention_state=None
@@ -223,7 +290,7 @@ class ContentAttention(BaseAttention):
         training=None,
         dropout_mask=None,
         *,
-        memory_zeroed=False,
+        memory_prepared=False,
     ):
         """What `attend_step`, `attend_sequence` and `call` compute: each head's weights.
 
@@ -241,6 +308,8 @@ class ContentAttention(BaseAttention):
             dropout_mask: optional slice of `step_noise(...)`, of the shape
                 of the returned weights, used instead of a draw here (and
                 whatever `training` says).
+            memory_prepared: `value` and `processed_keys` come from
+                `prepare_memory`: not zeroed again.
 
         Returns:
             `(context, weights)`: context (batch, T_q, d_v) or (batch, d_v);
@@ -261,9 +330,9 @@ class ContentAttention(BaseAttention):
                 query_mask = ops.expand_dims(query_mask, 1)  # (B, 1)
         # The masked weights are exactly 0, but 0 · NaN is NaN: what a mask
         # removes is zeroed before any product, so that it is never read.
-        if not memory_zeroed:
-            # (A decoder zeroes its memory once per batch, before projecting the
-            # keys, and passes `memory_zeroed=True` at every step.)
+        if not memory_prepared:
+            # (A decoder prepares its memory once per batch, `prepare_memory`,
+            # and passes `memory_prepared=True` at every step.)
             value = zero_masked(value, value_mask)
             processed_keys = zero_masked(processed_keys, value_mask)
         query = zero_masked(query, query_mask)
@@ -294,7 +363,7 @@ class ContentAttention(BaseAttention):
         dropout_mask: None (drawn by the dropout layer), or (B, [H,] [T_q,] T_v).
         """
         dtype = self.compute_dtype
-        scores = self._score(query, processed_keys)  # (B, H, T_q, T_v)
+        scores = self.score(query, processed_keys)  # (B, H, T_q, T_v)
         mask = None
         if value_mask is not None:
             mask = ops.expand_dims(ops.cast(value_mask, "bool"), (1, 2))  # (B, 1, 1, T_v)

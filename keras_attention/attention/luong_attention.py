@@ -141,7 +141,8 @@ class LuongAttention(ContentAttention):
         projected = ops.einsum("bvhk,hqk->bvhq", key, kernel)
         return ops.reshape(projected, (batch, t_v, self.query_dim))
 
-    def _score(self, query, processed_keys):
+    def score(self, query, processed_keys):
+        """The score of `score_mode`: (batch, T_q, d_q) → (batch, num_heads, T_q, T_v)."""
         dtype = self.compute_dtype
         if self.score_mode == "concat":
             scores = layer_additive_score(self, query, processed_keys)  # (B, T_q, T_v)

@@ -5,7 +5,7 @@ output; Wiegreffe and Pinter (2019) add uniform weights as the baseline. This
 layer wraps a trained content-only attention layer, lets it compute its
 weights, and replaces them (docs/attention_is_not_explanation.md).
 
-The decoders know nothing of it: they call its `precompute_keys`,
+The decoders know nothing of it: they call its `prepare_memory`,
 `step_noise` and `attend_step` as they call any attention layer's, and its
 `step_noise` returns a dict of draws ("dropout", "keys"), sliced per step as
 a tensor is.
@@ -112,8 +112,8 @@ class OverriddenAttention(ContentAttention):
         """The wrapped layer's processed keys."""
         return self.attention.precompute_keys(key)
 
-    def _dropout_mask(self, shape, training=None):
-        """Draws the random numbers of many queries at once (`step_noise` calls it).
+    def step_noise(self, shape, training=None):
+        """Draws the random numbers of many queries at once.
 
         A decoder calls `step_noise` before its loop, with the shape of its
         weights for all steps (T_dec, batch, T_v), and passes each step's
@@ -121,12 +121,12 @@ class OverriddenAttention(ContentAttention):
 
         Returns:
             None when nothing is random ("uniform" without dropout), else a
-            dict of tensors of `shape`: "dropout", the wrapped layer's dropout
-            mask (in training with dropout), and "keys", the float32 random
-            keys that order "permute".
+            dict of tensors of `shape`: "dropout", the wrapped layer's own
+            `step_noise` (in training with dropout), and "keys", the float32
+            random keys that order "permute".
         """
         draws = {}
-        mask = self.attention._dropout_mask(shape, training)
+        mask = self.attention.step_noise(shape, training)
         if mask is not None:
             draws["dropout"] = mask
         if self.mode == "permute":
@@ -136,21 +136,59 @@ class OverriddenAttention(ContentAttention):
     def _permutation_keys(self, shape):
         return keras.random.uniform(shape, seed=self.seed_generator, dtype="float32")
 
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        """The wrapped layer's `step_weights`, replaced: `(weights (batch, T_v), {})`.
+
+        noise: this step's slice of `step_noise`, a dict ("dropout" for the
+        wrapped layer, "keys" for "permute"), or None.
+        """
+        draws = noise or {}
+        weights, _ = self.attention.step_weights(
+            query, processed_keys, {}, value_mask, training, draws.get("dropout")
+        )  # (B, T_v)
+        return self._replaced(ops.cast(weights, self.compute_dtype), value_mask, draws), {}
+
     def _attend(self, *args, **kwargs):
         """The wrapped layer's weights (the same arguments), replaced.
 
         dropout_mask: None (draws here), or a slice of what `step_noise`
-        returned, of the shape of the weights (batch, [T_q,] T_v).
+        returned, of the shape of the weights (batch, T_v): one step's.
         """
         arguments = bound_arguments(super()._attend, args, kwargs)
         draws = {} if arguments["dropout_mask"] is None else arguments["dropout_mask"]
-        _, weights = self.attention._attend(
-            **{**arguments, "dropout_mask": draws.get("dropout")}
-        )  # (B, [T_q,] T_v)
+        query, value, processed_keys = (arguments[k] for k in ("query", "value", "processed_keys"))
+        value_mask, query_mask = arguments["value_mask"], arguments["query_mask"]
+        common = {
+            "value_mask": value_mask,
+            "query_mask": query_mask,
+            "training": arguments["training"],
+            "memory_prepared": arguments["memory_prepared"],
+        }
+        if len(query.shape) == 2:
+            _, weights, _ = self.attention.attend_step(
+                query, value, processed_keys, {}, noise=draws.get("dropout"), **common
+            )  # (B, T_v)
+        else:
+            # The sequence form draws its dropout itself (`dropout_mask` is a step's).
+            _, weights, _ = self.attention.attend_sequence(
+                query, value, processed_keys, **common
+            )  # (B, T_q, T_v)
         # The wrapped layer computes in its own dtype; this layer returns its
         # own compute dtype, as the contract says, when the two differ.
-        weights = ops.cast(weights, self.compute_dtype)
-        value_mask, query_mask = arguments["value_mask"], arguments["query_mask"]
+        weights = self._replaced(ops.cast(weights, self.compute_dtype), value_mask, draws)
+        weights = zero_masked(weights, query_mask)  # padded queries attend to nothing
+        value = ops.cast(value, weights.dtype)
+        if not arguments["memory_prepared"]:
+            value = zero_masked(value, value_mask)  # 0 · NaN is NaN
+        if len(weights.shape) == 2:
+            context = ops.einsum("bv,bvd->bd", weights, value)  # (B, d_v)
+        else:
+            context = ops.einsum("bqv,bvd->bqd", weights, value)  # (B, T_q, d_v)
+        return context, weights
+
+    def _replaced(self, weights, value_mask, draws):
+        """`weights` (B, [T_q,] T_v) replaced, "uniform" or "permute" (by
+        `draws["keys"]`, drawn here when absent); zero at masked keys."""
         if value_mask is None:
             keep = ops.ones_like(weights, dtype="bool")
         else:
@@ -160,21 +198,11 @@ class OverriddenAttention(ContentAttention):
         if self.mode == "uniform":
             kept = ops.cast(keep, weights.dtype)
             # A fully masked row keeps zero weights: max(n, 1).
-            weights = kept / ops.maximum(ops.sum(kept, axis=-1, keepdims=True), 1.0)
-        else:
-            keys = draws.get("keys")
-            if keys is None:
-                keys = self._permutation_keys(ops.shape(weights))
-            weights = _permute(weights, keep, keys)
-        weights = zero_masked(weights, query_mask)  # padded queries attend to nothing
-        value = ops.cast(arguments["value"], weights.dtype)
-        if not arguments["memory_zeroed"]:
-            value = zero_masked(value, value_mask)  # 0 · NaN is NaN
-        if len(weights.shape) == 2:
-            context = ops.einsum("bv,bvd->bd", weights, value)  # (B, d_v)
-        else:
-            context = ops.einsum("bqv,bvd->bqd", weights, value)  # (B, T_q, d_v)
-        return context, weights
+            return kept / ops.maximum(ops.sum(kept, axis=-1, keepdims=True), 1.0)
+        keys = draws.get("keys")
+        if keys is None:
+            keys = self._permutation_keys(ops.shape(weights))
+        return _permute(weights, keep, keys)
 
     def get_config(self):
         config = super().get_config()

@@ -24,7 +24,6 @@ from keras import ops
 from keras_attention.arguments.validation import bound_arguments
 from keras_attention.attention.base_attention import BaseAttention
 from keras_attention.attention.masking import shape_error as _shape_error
-from keras_attention.attention.masking import zero_masked
 from keras_attention.decoders import decoder_checks
 from keras_attention.decoders.cell_runner import CellRunner
 from keras_attention.decoders.cell_runner import cell_arguments
@@ -133,9 +132,10 @@ class BaseDecoder(keras.layers.Layer):
         dtype = self.compute_dtype
 
         def attend(query, attention_state):
-            # The memory was zeroed where masked (`_sequence_inputs`,
-            # `get_decode_state`) and the keys projected from it: finite there.
-            context, weights, new_state = self.attention._attend_step(
+            # The memory and the keys come from the attention's `prepare_memory`
+            # (`_sequence_inputs`, `get_decode_state`), once per batch: a step
+            # does not mask them again.
+            context, weights, new_state = self.attention.attend_step(
                 query,
                 memory,
                 processed_keys,
@@ -143,7 +143,7 @@ class BaseDecoder(keras.layers.Layer):
                 value_mask=memory_mask,
                 training=training,
                 noise=noise,
-                memory_zeroed=True,
+                memory_prepared=True,
             )
             # An attention layer with another policy (float32 inside a
             # mixed_float16 decoder) must not change the dtype of the loop carry.
@@ -158,14 +158,14 @@ class BaseDecoder(keras.layers.Layer):
         loop carrying the state for a stateful one. A padded step (step_mask
         False) gives zero context and weights.
         """
-        contexts, weights, _ = self.attention._attend_sequence(
+        contexts, weights, _ = self.attention.attend_sequence(
             queries,
             memory,
             processed_keys,
             value_mask=memory_mask,
             query_mask=step_mask,
             training=training,
-            memory_zeroed=True,
+            memory_prepared=True,
         )
         return ops.cast(contexts, self.compute_dtype), ops.cast(weights, self.compute_dtype)
 
@@ -208,7 +208,7 @@ class BaseDecoder(keras.layers.Layer):
         target_embeddings = ops.cast(target_embeddings, dtype)
         # Padded memory is zeroed once per batch, before the keys are projected
         # from it: a NaN or inf there never reaches an output or a gradient.
-        memory = zero_masked(ops.cast(memory, dtype), memory_mask)
+        memory, processed_keys = self.attention.prepare_memory(ops.cast(memory, dtype), memory_mask)
         batch = ops.shape(memory)[0]
         steps = ops.shape(target_embeddings)[1]
         if target_embeddings_mask is None:
@@ -234,7 +234,7 @@ class BaseDecoder(keras.layers.Layer):
             target_embeddings=target_embeddings,
             memory=memory,
             state=self._cells.initial_state(initial_state, batch),
-            processed_keys=self.attention.precompute_keys(memory),  # once per batch
+            processed_keys=processed_keys,  # once per batch
             attention_state=attention_state,
             cell_weights=self._cells.weights(),  # once per batch, not per step
             step_mask=step_mask,
@@ -350,14 +350,16 @@ class BaseDecoder(keras.layers.Layer):
             initial_state,
             (None, memory_mask),
         )
-        memory = zero_masked(ops.cast(memory, self.compute_dtype), memory_mask)
+        memory, processed_keys = self.attention.prepare_memory(
+            ops.cast(memory, self.compute_dtype), memory_mask
+        )
         batch = ops.shape(memory)[0]
         state = self._cells.initial_state(initial_state, batch)
         if memory_mask is None:
             memory_mask = ops.ones(ops.shape(memory)[:2], dtype="bool")
         decode_state = {
             "memory": memory,
-            "processed_keys": self.attention.precompute_keys(memory),
+            "processed_keys": processed_keys,
             # A float mask: every entry of the state can be tiled and gathered
             # alike by a beam search.
             "memory_mask": ops.cast(memory_mask, self.compute_dtype),

@@ -21,9 +21,10 @@ class SequenceInputs:
 
     Attributes:
         target_embeddings: (B, T, d_emb) in the compute dtype.
-        memory: (B, T_enc, d_h) in the compute dtype, zero where masked.
+        memory: (B, T_enc, d_h) in the compute dtype, zero where masked, and
+        processed_keys: the keys projected from it, both from
+            `attention.prepare_memory(memory, memory_mask)`, once per batch.
         state: the initial recurrent state, a tuple of (B, size) tensors.
-        processed_keys: `attention.precompute_keys(memory)`, once per batch.
         attention_state: the attention's initial state (a dict, empty for
             a content-only layer).
         cell_weights: the built-in cell's weights (`CellRunner.weights`), else
