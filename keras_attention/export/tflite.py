@@ -28,7 +28,7 @@ from keras_attention.export.operators import non_builtin_operators
 from keras_attention.files.atomic import write_bytes
 from keras_attention.files.atomic import write_json
 from keras_attention.generation.search_defaults import check_beam_width
-from keras_attention.generation.seq2seq_generator import at_least_one_position
+from keras_attention.generation.step_search import at_least_one_position
 
 QUANTIZATIONS = (None, "float16", "int8")
 GENERATE_OUTPUTS = ("tokens", "lengths", "log_probs", "attention")

@@ -3,16 +3,22 @@
 At every step each member reads the same previous token and its own state;
 the next token is chosen from the mean of the members' probabilities, and the
 attention returned is the mean of theirs. The ensemble is a step function
-over the members' steps, run by the same greedy and beam searches as one
-`Seq2SeqGenerator` (`keras_attention.generation.search`), so its results have
-the keys and shapes of `Seq2SeqGenerator.greedy` and `beam`.
+over the members' steps, composed of public pieces: it holds the members
+and calls their `check_source`, `encode`, `step` and `variables`, and it
+holds a `StepSearch` over its own step, the greedy and beam searches of one
+`Seq2SeqGenerator`, so its results have the keys and shapes of
+`Seq2SeqGenerator.greedy` and `beam`.
 """
 
 import math
 
 from keras import ops
 
+from keras_attention.generation.search_defaults import BEAM_WIDTH
+from keras_attention.generation.search_defaults import COVERAGE_PENALTY
+from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.seq2seq_generator import Seq2SeqGenerator
+from keras_attention.generation.step_search import StepSearch
 
 # The members' states travel through the search as one flat dict, keyed
 # "member{i}_{key}": a dict of named tensors is what the exports' `encode` and
@@ -99,7 +105,8 @@ class EnsembleGenerator:
         self.max_source_length = min(m.max_source_length for m in members)
         self.max_output_length = min(m.max_output_length for m in members)
         self.source_spec = next((m.source_spec for m in members if m.source_spec), None)
-        self._compiled = {}
+        # The searches of one generator, over this ensemble's step.
+        self.search = StepSearch(self)
 
     # ---------------------------------------------------------------- pieces
 
@@ -117,10 +124,10 @@ class EnsembleGenerator:
         sizes = [s for s in sizes if s is not None]
         return min(sizes) if sizes else None
 
-    def _check_source(self, source):
+    def check_source(self, source):
         """The source as every member checks it (each its own vocabulary and
         bound); the first member's converted copy."""
-        checked = [m._check_source(source) for m in self.members]
+        checked = [m.check_source(source) for m in self.members]
         return checked[0]
 
     def encode(self, source):
@@ -166,20 +173,40 @@ class EnsembleGenerator:
 
     # ---------------------------------------------------------------- search
     #
-    # `Seq2SeqGenerator`'s own search methods, which read only the pieces
-    # above (`encode`, `step`, the ids, the bounds, `variables`): one search,
+    # The `StepSearch` of one generator, over the pieces above (`encode`,
+    # `step`, `check_source`, the ids, the bounds, `variables`): one search,
     # whether one model decodes or several.
 
-    check_max_length = Seq2SeqGenerator.check_max_length
-    resolve_max_length = Seq2SeqGenerator.resolve_max_length
-    greedy = Seq2SeqGenerator.greedy
-    beam = Seq2SeqGenerator.beam
-    greedy_graph = Seq2SeqGenerator.greedy_graph
-    beam_graph = Seq2SeqGenerator.beam_graph
-    _search = Seq2SeqGenerator._search
-    _beam_options = Seq2SeqGenerator._beam_options
-    _run_search = Seq2SeqGenerator._run_search
-    _compiled_fn = Seq2SeqGenerator._compiled_fn
+    def check_max_length(self, max_length):
+        """As `Seq2SeqGenerator.check_max_length`."""
+        return self.search.check_max_length(max_length)
+
+    def resolve_max_length(self, source_length, max_length):
+        """As `Seq2SeqGenerator.resolve_max_length`."""
+        return self.search.resolve_max_length(source_length, max_length)
+
+    def greedy_graph(self, source, max_length=None, empty_columns=True):
+        """As `Seq2SeqGenerator.greedy_graph`, over the ensemble's step."""
+        return self.search.greedy_graph(source, max_length, empty_columns)
+
+    def beam_graph(self, source, settings=None, max_length=None, empty_columns=True):
+        """As `Seq2SeqGenerator.beam_graph`, over the ensemble's step."""
+        return self.search.beam_graph(source, settings, max_length, empty_columns)
+
+    def greedy(self, source, max_length=None):
+        """As `Seq2SeqGenerator.greedy`, over the ensemble's step."""
+        return self.search.greedy(source, max_length)
+
+    def beam(
+        self,
+        source,
+        beam_width=BEAM_WIDTH,
+        length_penalty=LENGTH_PENALTY,
+        coverage_penalty=COVERAGE_PENALTY,
+        max_length=None,
+    ):
+        """As `Seq2SeqGenerator.beam`, over the ensemble's step."""
+        return self.search.beam(source, beam_width, length_penalty, coverage_penalty, max_length)
 
     def __repr__(self):
         return f"EnsembleGenerator({len(self.members)} members, end_id={self.end_id})"

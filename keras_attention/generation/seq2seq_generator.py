@@ -9,7 +9,8 @@ three pieces of the user's functional graph around the one decoder:
     token  ─► target embedding ─► y_{t-1} ─────────┴► decoder.step ─► readout ─► logits
 
 and runs them, with the model's own layers and weights, around the decoder's
-single `step`. The search loops are those of `keras_attention.generation`.
+single `step`. The search loops are those of `keras_attention.generation`,
+run by a `StepSearch` over the generator's `step`.
 """
 
 import numbers
@@ -20,24 +21,16 @@ from keras import ops
 
 from keras_attention.arguments.validation import check_positive_int
 from keras_attention.decoders.base_decoder import BaseDecoder
-from keras_attention.generation.compiled import compile_search
 from keras_attention.generation.compiled import is_eager
 from keras_attention.generation.model_graph import ModelGraph
 from keras_attention.generation.model_graph import check_special_ids
 from keras_attention.generation.recurrent_decoder import RecurrentDecoder
-from keras_attention.generation.search import beam_search
-from keras_attention.generation.search import greedy_search
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import COVERAGE_PENALTY
-from keras_attention.generation.search_defaults import DEFAULT_BEAM
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_OUTPUT_LENGTH
 from keras_attention.generation.search_defaults import MAX_SOURCE_LENGTH
-from keras_attention.generation.search_defaults import BeamSettings
-from keras_attention.generation.search_defaults import check_beam_width
-from keras_attention.generation.search_defaults import check_max_length
-from keras_attention.generation.search_defaults import default_max_length
-from keras_attention.generation.search_defaults import source_lengths
+from keras_attention.generation.step_search import StepSearch
 
 # The bounds of `search_defaults`, under the names the constructor documents.
 DEFAULT_MAX_SOURCE_LENGTH = MAX_SOURCE_LENGTH
@@ -167,7 +160,8 @@ class Seq2SeqGenerator:
         self.encoder_model = None  # its source-side graph, from `from_model`
         self._target_vocabulary_size = None  # the logits' size, from `from_model`
         self._source_vocabulary_cache = None  # (input_dim, Embedding name), from `from_model`
-        self._compiled = {}
+        # The greedy and beam searches over `step`, compiled on their first call.
+        self.search = StepSearch(self)
 
     # ------------------------------------------------------------ from_model
 
@@ -258,7 +252,11 @@ class Seq2SeqGenerator:
 
     # ---------------------------------------------------------------- pieces
 
-    def _check_source(self, source):
+    def check_source(self, source):
+        """The source as the search reads it: (batch, S) ids, cast to int32,
+        or (batch, S, F) features; refused with a `ValueError` when its shape
+        or dtype differs from the model's source input, it is longer than
+        `max_source_length`, or (eagerly) an id is outside [0, vocabulary)."""
         given = source
         source = ops.convert_to_tensor(source)
         if self.source_spec is not None:
@@ -387,15 +385,12 @@ class Seq2SeqGenerator:
     def check_max_length(self, max_length):
         """`max_length` checked against `max_output_length`; None stays None
         (each source's default bound, resolved once, in the search)."""
-        return check_max_length(max_length, self.max_output_length)
+        return self.search.check_max_length(max_length)
 
     def resolve_max_length(self, source_length, max_length):
         """`max_length`, checked, or the default bound of a source of
         `source_length` positions: min(2·S + 10, max_output_length)."""
-        max_length = self.check_max_length(max_length)
-        if max_length is None:
-            return default_max_length(source_length, self.max_output_length)
-        return max_length
+        return self.search.resolve_max_length(source_length, max_length)
 
     def greedy_graph(self, source, max_length=None, empty_columns=True):
         """Greedy search as traced code (no `tf.function` around it): for
@@ -404,39 +399,7 @@ class Seq2SeqGenerator:
         `empty_columns=False` keeps one (zero) attention column for an empty
         source instead of none: a TFLite model cannot return an empty tensor.
         """
-        return self._search(greedy_search, source, max_length, empty_columns)
-
-    def _search(self, search, source, max_length, empty_columns, buffer=None, **options):
-        """Encodes `source` and runs `search` (greedy or beam) from START.
-
-        max_length None: each source stops at its own default bound,
-        min(2·S + 10, max_output_length) with S its positions up to the last
-        one that is not padding (`search_defaults.source_lengths`), as alone
-        in the exported models; the buffers then have `buffer` rows (default:
-        the bound of the padded width, at least every source's).
-        """
-        length = ops.shape(source)[1]
-        state, mask = self.encode(at_least_one_position(source))
-        batch = ops.shape(mask)[0]
-        start = ops.full((batch,), self.start_id, dtype="int32")
-        max_length = self.check_max_length(max_length)
-        if max_length is None:
-            cap = self.max_output_length
-            options["row_max_length"] = default_max_length(source_lengths(source), cap)  # (B,)
-            max_length = default_max_length(length, cap) if buffer is None else buffer
-        result = search(
-            self.step,
-            state,
-            start,
-            self.end_id,
-            max_length,
-            ops.shape(mask)[1],
-            source_mask=mask,
-            **options,
-        )
-        if empty_columns:
-            result["attention"] = result["attention"][:, :, :length]  # (B, L, S)
-        return result
+        return self.search.greedy_graph(source, max_length, empty_columns)
 
     def beam_graph(self, source, settings=None, max_length=None, empty_columns=True):
         """Beam search as traced code; see `beam` and `greedy_graph`.
@@ -448,39 +411,7 @@ class Seq2SeqGenerator:
             max_length: as in `greedy_graph`.
             empty_columns: as in `greedy_graph`.
         """
-        # Plain attribute reads: AutoGraph, tracing this, mistranslates calls
-        # into a dataclass.
-        return self._search(
-            beam_search, source, max_length, empty_columns, **self._beam_options(settings)
-        )
-
-    def _beam_options(self, settings):
-        """`beam_search`'s keyword arguments for a `BeamSettings` (None: the defaults)."""
-        settings = settings or DEFAULT_BEAM
-        return {
-            "beam_width": check_beam_width(settings.beam_width, self.target_vocabulary_size),
-            "length_penalty": settings.length_penalty,
-            "coverage_penalty": settings.coverage_penalty,
-        }
-
-    def _run_search(self, key, search, source, max_length, **options):
-        """`search` compiled (under `key`) and run on a checked source.
-
-        max_length is checked here, once; None gives each source its own
-        default bound inside the search (`_search`), with buffers of the
-        padded width's bound, a Python int (JAX compiles per buffer size).
-        """
-        max_length = self.check_max_length(max_length)
-        default = max_length is None
-        rows = max_length
-        if default:
-            rows = default_max_length(source.shape[1], self.max_output_length)
-
-        def run(s, n):
-            return self._search(search, s, None if default else n, True, buffer=n, **options)
-
-        fn = self._compiled_fn((*key, "default" if default else "given"), run)
-        return fn(source, rows)
+        return self.search.beam_graph(source, settings, max_length, empty_columns)
 
     def greedy(self, source, max_length=None):
         """Greedy decoding of a batch.
@@ -498,8 +429,7 @@ class Seq2SeqGenerator:
             L, S) float32; L = max_length (by default, the bound of the
             padded width S, zeros after each source's `lengths`).
         """
-        source = self._check_source(source)
-        return _public(self._run_search(("greedy",), greedy_search, source, max_length))
+        return self.search.greedy(source, max_length)
 
     def beam(
         self,
@@ -527,30 +457,7 @@ class Seq2SeqGenerator:
             (batch,), "all_tokens" (batch, beam_width, L) and "all_scores"
             (batch, beam_width).
         """
-        settings = BeamSettings(beam_width, length_penalty, coverage_penalty)
-        settings = settings.checked(self.target_vocabulary_size)
-        source = self._check_source(source)
-        key = ("beam", *settings.arguments().values())
-        options = self._beam_options(settings)
-        result = self._run_search(key, beam_search, source, max_length, **options)
-        out = _public(result)
-        for name in ("scores", "all_tokens", "all_scores"):
-            out[name] = keras.ops.convert_to_numpy(result[name])
-        return out
-
-    def _compiled_fn(self, key, fn):
-        """`fn(source, max_length)` compiled for the backend, kept under `key`.
-
-        TensorFlow: a `tf.function`, max_length a tensor (no retracing per
-        length). JAX: `jax.jit`, compiled once per source shape and
-        max_length (the search's buffers have max_length rows), the variables'
-        current values passed in at every call, so weights trained after the
-        first call are used. PyTorch: eager.
-        """
-        key = tuple(str(k) for k in key)
-        if key not in self._compiled:
-            self._compiled[key] = compile_search(fn, self.variables)
-        return self._compiled[key]
+        return self.search.beam(source, beam_width, length_penalty, coverage_penalty, max_length)
 
     # ------------------------------------------------------------- export
 
@@ -565,25 +472,3 @@ class Seq2SeqGenerator:
             for v in getattr(part, "variables", []):
                 seen.setdefault(id(v), v)
         return list(seen.values())
-
-
-def at_least_one_position(source):
-    """A source of length 0 gets one padding position (id 0, or a zero frame):
-    a recurrent encoder cannot run over zero steps. Its mask is then all False
-    (for a mask from `Embedding(mask_zero=True)` or `Masking(0.0)`), and the
-    search gives that row an empty output."""
-    shape = ops.shape(source)
-    length = shape[1]
-    if isinstance(length, numbers.Integral):  # a static length: nothing to trace
-        if length > 0:
-            return source
-        return ops.zeros((shape[0], 1, *shape[2:]), dtype=source.dtype)
-    padding = ops.zeros((shape[0], 1, *shape[2:]), dtype=source.dtype)  # (B, 1[, F])
-    return ops.concatenate([source, padding], axis=1)[:, : ops.maximum(length, 1)]
-
-
-def _public(result):
-    return {
-        k: keras.ops.convert_to_numpy(result[k])
-        for k in ("tokens", "lengths", "log_probs", "attention")
-    }
