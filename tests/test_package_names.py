@@ -328,3 +328,55 @@ def test_the_arrow_reader_finds_an_upward_import(monkeypatch, tmp_path):
     )
     monkeypatch.setattr(sys.modules[__name__], "FOLDER", fake)
     assert _room_imports() == {"files": {"training"}}
+
+
+# A private method is a part's own: another object calls it through a public
+# door (`attention.attend_step`, `member.check_source`), so the part may
+# change it without a caller noticing. `self`, `cls` and `super()` are the
+# part itself; a dunder is Python's protocol, not a private method.
+_OWN = {"self", "cls"}
+
+
+def _private_calls(path):
+    """`line: receiver._name` of each call of a private method on another
+    object than `self`, `cls` or `super()`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        receiver = node.func.value
+        own = isinstance(receiver, ast.Name) and receiver.id in _OWN
+        own |= (
+            isinstance(receiver, ast.Call)
+            and isinstance(receiver.func, ast.Name)
+            and receiver.func.id == "super"
+        )
+        if _private(node.func.attr) and not own:
+            found.append(f"{node.lineno}: {ast.unparse(node.func)}")
+    return found
+
+
+def test_no_module_calls_a_private_method_of_another_object():
+    found = {module: _private_calls(path) for module, path in _modules().items()}
+    assert {module: calls for module, calls in found.items() if calls} == {}
+
+
+def test_the_private_call_finder_finds_a_call_on_another_object(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(
+        "class Decoder:\n"
+        "    def step(self, member):\n"
+        "        self._own()\n"
+        "        super()._own()\n"
+        "        self.__len__()\n"
+        "        member.__len__()\n"
+        "        member.check_source()\n"
+        "        self.attention._attend_step()\n"
+        "        return member._check_source(), type(self)._made()\n"
+    )
+    assert _private_calls(path) == [
+        "8: self.attention._attend_step",
+        "9: member._check_source",
+        "9: type(self)._made",
+    ]
