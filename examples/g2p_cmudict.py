@@ -40,7 +40,6 @@ from keras_attention import LuongDecoder  # noqa: E402
 from keras_attention import Seq2SeqGenerator  # noqa: E402
 from keras_attention import SmoothedSparseCrossentropy  # noqa: E402
 from keras_attention import training  # noqa: E402
-from keras_attention.arguments.cli_types import comma_separated  # noqa: E402
 from keras_attention.arguments.cli_types import non_negative_int  # noqa: E402
 from keras_attention.arguments.cli_types import positive_int  # noqa: E402
 from keras_attention.arguments.cli_types import unit_interval  # noqa: E402
@@ -470,6 +469,8 @@ def export_run(args):
         "g2p",
         variants=args.variants,
         beam_width=args.beam_width,
+        length_penalty=args.length_penalty,
+        max_length=args.max_length,
         # None: any word length; N: a static input of N ids (pad with pad_id),
         # which LiteRT.js (the browser page, web/) needs.
         source_length=args.source_length,
@@ -494,7 +495,12 @@ def export_run(args):
 # --------------------------------------------------------------------- main
 
 
-def parse_args(argv):
+def build_parser():
+    """The command line's parser: each command's options (`export`'s are the
+    library's, `keras_attention.export.add_export_arguments`, and its own)."""
+    from keras_attention.export import add_export_arguments  # needs TensorFlow
+    from keras_attention.export.arguments import beam_width as beam_width_type
+
     formatter = argparse.ArgumentDefaultsHelpFormatter
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=formatter
@@ -559,20 +565,19 @@ def parse_args(argv):
         "than A-Z and ' is an error naming it, before anything is printed.",
     )
     p.add_argument("words", nargs="*", help="words (default: read stdin)")
-    p.add_argument("--beam-width", type=positive_int, help="beam search (default: greedy)")
+    p.add_argument("--beam-width", type=beam_width_type, help="beam search (default: greedy)")
 
-    p = command("export", "SavedModel and TFLite float32/float16/int8")
-    p.add_argument("out", help="output folder: saved_model/ and tflite/ (with g2p.json)")
-    p.add_argument(
-        "--variants",
-        type=comma_separated(("float32", "float16", "int8")),
-        default=["float32", "float16", "int8"],
-        help="comma-separated",
+    # The library's help says each default itself.
+    p = commands.add_parser(
+        "export", help="SavedModel and TFLite float32/float16/int8", parents=[run]
     )
-    p.add_argument("--beam-width", type=positive_int, default=BEAM_WIDTH)
-    p.add_argument("--source-length", type=positive_int, help="a static input length (browser)")
+    p.add_argument("out", help="output folder: saved_model/ and tflite/ (with g2p.json)")
+    add_export_arguments(p)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def parse_args(argv):
+    args = build_parser().parse_args(argv)
     if args.command == "train" and args.quick:
         args.embedding_dim, args.encoder_units, args.units = 16, 32, 32
         args.encoder_layers, args.epochs, args.batch_size = 1, 12, 32

@@ -216,6 +216,83 @@ def test_export_writes_the_documented_files(exported, translator):
     }
 
 
+EXPORT_JSON_KEYS = [
+    "format_version",
+    "run_dir",
+    "attention",
+    "exported",
+    "tensorflow",
+    "keras",
+    "max_length",
+    "source_length",
+    "tflite_beam",
+    "run",
+    "saved_model",
+    "tflite",
+]
+TRANSLATOR_JSON_KEYS = [
+    "attention",
+    "decode_state",
+    "end_id",
+    "format_version",
+    "longer_sources",
+    "max_bytes_per_word",
+    "max_length",
+    "max_length_rule",
+    "max_output_length",
+    "max_source_length",
+    "models",
+    "pad_id",
+    "pre_tokenization",
+    "reserved_tokens",
+    "signatures",
+    "source",
+    "source_length",
+    "source_length_rule",
+    "source_vocabulary_size",
+    "start_id",
+    "suffix_indicator",
+    "target",
+    "target_vocabulary_size",
+    "token_ids",
+    "unk_id",
+    "unknown_token",
+]
+
+
+def test_the_export_folder_keeps_its_layout_and_manifest_keys(exported):
+    """The folder that web/, examples/tflite_translate.py and TensorFlow
+    Serving read: its entries, file names and manifest keys, as they were
+    before `export_folder` wrote it."""
+    out, manifest = exported
+    assert sorted(p.name for p in out.iterdir()) == ["export.json", "saved_model", "tflite"]
+    assert sorted(p.name for p in (out / "saved_model").iterdir()) == ["1"]
+    assert sorted(p.name for p in (out / "tflite").iterdir()) == [
+        "source_vocab.txt",
+        "target_vocab.txt",
+        "translator.json",
+        "translator_float16.tflite",
+        "translator_float32.tflite",
+        "translator_int8.tflite",
+    ]
+    assert list(manifest) == EXPORT_JSON_KEYS
+    assert list(manifest["saved_model"]) == [
+        "path",
+        "signatures",
+        "beam_width",
+        "length_penalty",
+        "max_batch",
+    ]
+    assert manifest["saved_model"]["path"] == "saved_model/1"
+    assert {v: list(info) for v, info in manifest["tflite"].items()} == {
+        v: ["path", "bytes"] for v in ("float32", "float16", "int8")
+    }
+    assert manifest["tflite"]["int8"]["path"] == "tflite/translator_int8.tflite"
+    config = json.loads((out / "tflite" / "translator.json").read_text())
+    assert sorted(config) == TRANSLATOR_JSON_KEYS
+    assert sorted(config["signatures"]) == ["decode_step", "encode", "translate"]
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_tflite_model_has_builtin_operators_only(exported, variant):
     out, _ = exported

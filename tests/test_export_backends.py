@@ -191,7 +191,7 @@ def test_model_trained_on_another_backend_exports_with_one_command(backend, tmp_
     assert trained.stdout.split()[-1] == backend
     command = [sys.executable, "-m", "keras_attention.export", str(tmp_path / "model.keras")]
     command += [str(tmp_path / "out"), "--start-id", "1", "--end-id", "19", "--beam-width", "2"]
-    command += ["--max-length", "6"]
+    command += ["--max-length", "6", "--variants", "float32"]
     exported = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert exported.returncode == 0, exported.stderr[-4000:]
     path = tmp_path / "out" / "model.tflite"

@@ -136,7 +136,7 @@ def test_a_failed_export_leaves_the_earlier_one(exported, tmp_path, monkeypatch)
     def fails(*args, **kwargs):
         raise RuntimeError("converter failed")
 
-    monkeypatch.setattr(export_folder_module, "export_tflite", fails)
+    monkeypatch.setattr(export_folder_module, "write_tflite", fails)
     with pytest.raises(RuntimeError, match="converter failed"):
         export_folder(c.generator, out, "demo", variants=("float32",), manifest=APP)
     assert {f: (out / f).read_bytes() for f in files(out)} == before

@@ -457,26 +457,33 @@ def test_generic_export_refuses_a_json_model_path(translator, tmp_path):
 # ----------------------------------------------- 4. a killed re-export
 
 
+class _TracedStandIn:
+    """Stands in for the traced TFLite functions: a manifest without them."""
+
+    def manifest(self):
+        return {"source": None, "signatures": {}}
+
+
 def _fake_writers(monkeypatch, tag):
     """Stands in for the SavedModel and TFLite writers (seconds each): files
-    that say which export wrote them."""
+    that say which export wrote them. The vocabularies, translator.json and
+    export.json are the export's own."""
+    from keras_attention.export import folder
 
     def saved_model(translator, path, *args):
         Path(path).mkdir(parents=True)
         (Path(path) / "saved_model.pb").write_text(tag)
 
-    def tflite(translator, folder, variants, *args, **options):
-        Path(folder).mkdir(parents=True)
-        paths = {}
-        for variant in variants:
-            paths[variant] = Path(folder) / f"translator_{variant}.tflite"
-            paths[variant].write_text(tag)
+    def tflite(lite, path, variant):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(tag)
         if tag == "new, killed":
             raise KeyboardInterrupt  # stands for a kill after the SavedModel
-        return paths
+        return Path(path)
 
     monkeypatch.setattr(export, "export_translator_saved_model", saved_model)
-    monkeypatch.setattr(export, "export_translator_tflite", tflite)
+    monkeypatch.setattr(export, "lite_translator", lambda *args, **kwargs: _TracedStandIn())
+    monkeypatch.setattr(folder, "write_tflite", tflite)
 
 
 def test_killed_re_export_leaves_the_earlier_export_whole(finished_run, tmp_path, monkeypatch):
@@ -498,6 +505,9 @@ def test_killed_re_export_leaves_the_earlier_export_whole(finished_run, tmp_path
         "saved_model/1/saved_model.pb",
         "saved_model/2/saved_model.pb",
         "tflite/translator_float32.tflite",
+        "tflite/translator.json",
+        "tflite/source_vocab.txt",
+        "tflite/target_vocab.txt",
     }
     assert files["tflite/translator_float32.tflite"] == b"new"
     assert json.loads(files["export.json"]) == manifest

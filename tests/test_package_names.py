@@ -22,7 +22,7 @@ FOLDER = Path(keras_attention.__file__).parent
 PACKAGE = "keras_attention"
 # Every runnable module (`python -m ...`) has its own command line under the
 # names `argparse` scripts use.
-COMMAND_LINE_NAMES = {"main", "parse_args"}
+COMMAND_LINE_NAMES = {"main", "parse_args", "build_parser"}
 
 
 def _modules():

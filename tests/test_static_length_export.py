@@ -283,8 +283,13 @@ def test_translator_export_translates_padded_ids_as_keras(translator_export):
 def test_export_cli_takes_a_source_length(tmp_path, capsys):
     from keras_attention.translation import export as translation_export
 
-    assert translation_export.main(["run", str(tmp_path), "--source-length", "0"]) == 2
-    assert "source_length" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        translation_export.main(["run", str(tmp_path), "--source-length", "0"])
+    assert info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.endswith("argument --source-length: expected a positive integer, got 0")
+    args = translation_export.parse_args(["run", "out", "--source-length", "64"])
+    assert args.source_length == 64
 
 
 # ------------------------------------------- other encoders: frames, Conv1D

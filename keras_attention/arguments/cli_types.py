@@ -58,6 +58,28 @@ def unit_interval(text):
     return value
 
 
+def positive_int_up_to(bound, reason):
+    """The type of an option that takes an integer from 1 to `bound`: 0 or
+    less is "expected a positive integer", more than `bound` "expected an
+    integer from 1 to BOUND (REASON)".
+
+    Args:
+        bound: the largest value accepted.
+        reason: what the bound is, e.g. "the widest beam".
+    """
+
+    def up_to_bound(text):
+        value = positive_int(text)
+        if value > bound:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer from 1 to {bound} ({reason}), got {text}"
+            )
+        return value
+
+    up_to_bound.__name__ = f"integer from 1 to {bound}"
+    return up_to_bound
+
+
 def comma_separated(choices):
     """The type of an option that takes some of `choices`, comma-separated
     ("float32,int8"): it returns their list, in the order given, without

@@ -1,6 +1,6 @@
 """Exports a `.keras` model to builtin-only TFLite (and a SavedModel), from any backend.
 
-    python -m keras_attention.export MODEL.keras OUT_DIR --start-id 1 --end-id 2
+    python -m keras_attention.export MODEL.keras OUT_DIR --start-id 1 --end-id 2 --variants int8
 
 MODEL.keras is a functional teacher-forced model (inputs `[source,
 target_in]`, one `BahdanauDecoder` or `LuongDecoder`, logits out), saved on any
@@ -11,13 +11,17 @@ with another `KERAS_BACKEND`, the command starts itself again with
 
     OUT_DIR/
       model.tflite, model.json                    float32, and its manifest
-      model_float16.tflite, model_float16.json    with --quantization float16
-      model_int8.tflite, model_int8.json          with --quantization int8
+      model_float16.tflite, model_float16.json    float16 weights
+      model_int8.tflite, model_int8.json          dynamic-range int8 weights
       saved_model/                                with --saved-model
 
-each TFLite model with `generate` (greedy), `encode`, `decode_step`, and
-`generate_beam` with --beam-width (see `keras_attention.export.export_tflite`).
-Layers of one's own must be registered
+the variants that --variants names (default: all three), each TFLite model
+with `generate` (greedy), `generate_beam` (--beam-width, --length-penalty),
+`encode` and `decode_step` (see `keras_attention.export.export_tflite`). The
+options shared with the other export commands are
+`keras_attention.export.add_export_arguments`'. `--quantization none float16
+int8`, the spelling of earlier releases, still reads as `--variants
+float32,float16,int8`. Layers of one's own must be registered
 (`keras.saving.register_keras_serializable`) in a module that --import names.
 """
 
@@ -29,10 +33,21 @@ from pathlib import Path
 
 import keras
 
+from keras_attention.export.arguments import add_export_arguments
+
 PROG = "python -m keras_attention.export"
+# The file of each variant in OUT_DIR.
+MODEL_FILES = {
+    "float32": "model.tflite",
+    "float16": "model_float16.tflite",
+    "int8": "model_int8.tflite",
+}
+# `--quantization`'s "none", the earlier spelling of the variant float32.
+_EARLIER_SPELLING = {"none": "float32", "float16": "float16", "int8": "int8"}
 
 
-def parse_args(argv=None):
+def build_parser():
+    """The parser of `python -m keras_attention.export`."""
     parser = argparse.ArgumentParser(
         prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -40,23 +55,13 @@ def parse_args(argv=None):
     parser.add_argument("out_dir", help="the folder to write")
     parser.add_argument("--start-id", type=int, required=True, help="the id outputs start from")
     parser.add_argument("--end-id", type=int, required=True, help="the id that ends an output")
+    add_export_arguments(parser)
+    # Hidden: the documented spelling of earlier releases, read as --variants.
     parser.add_argument(
         "--quantization",
         nargs="+",
-        default=["none"],
-        choices=("none", "float16", "int8"),
-        help="the TFLite variants to write (default: none, float32 weights)",
-    )
-    parser.add_argument(
-        "--beam-width", type=int, help="add `generate_beam` with this width (default: no beam)"
-    )
-    parser.add_argument(
-        "--max-length", type=int, help="most output tokens, END included (default: 2 * S + 10)"
-    )
-    parser.add_argument(
-        "--source-length",
-        type=int,
-        help="a static source length, sources padded to it (LiteRT.js; default: dynamic)",
+        choices=tuple(_EARLIER_SPELLING),
+        help=argparse.SUPPRESS,
     )
     parser.add_argument("--saved-model", action="store_true", help="also write a SavedModel")
     parser.add_argument(
@@ -67,7 +72,20 @@ def parse_args(argv=None):
         metavar="MODULE",
         help="a module to import first, one that registers the model's own layers (repeatable)",
     )
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv=None):
+    """The options of `python -m keras_attention.export`."""
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(argv)
+    if args.quantization is not None:
+        if any(a == "--variants" or a.startswith("--variants=") for a in argv):
+            parser.error("--quantization is the earlier spelling of --variants: give one")
+        args.variants = [_EARLIER_SPELLING[q] for q in args.quantization]
+    del args.quantization
+    return args
 
 
 def _on_tensorflow(argv):
@@ -85,8 +103,10 @@ def main(argv=None):
     if keras.backend.backend() != "tensorflow":
         return _on_tensorflow(argv)
     try:
+        from keras_attention.export import LiteGenerator
         from keras_attention.export import export_saved_model
-        from keras_attention.export import export_tflite
+        from keras_attention.export.tflite import write_model_manifest
+        from keras_attention.export.tflite import write_tflite
         from keras_attention.generation.seq2seq_generator import Seq2SeqGenerator
 
         for module in args.imports:
@@ -97,22 +117,19 @@ def main(argv=None):
         model = keras.saving.load_model(path, compile=False)
         generator = Seq2SeqGenerator.from_model(model, args.start_id, args.end_id)
         out_dir = Path(args.out_dir)
-        options = {"max_length": args.max_length}
-        for quantization in args.quantization:
-            name = "model.tflite" if quantization == "none" else f"model_{quantization}.tflite"
-            export_tflite(
-                generator,
-                out_dir / name,
-                quantization=None if quantization == "none" else quantization,
-                beam_width=args.beam_width,
-                source_length=args.source_length,
-                **options,
-            )
-            print(f"wrote {out_dir / name} and {Path(name).with_suffix('.json')}")
+        search = {
+            "max_length": args.max_length,
+            "beam_width": args.beam_width,
+            "length_penalty": args.length_penalty,
+        }
+        if args.variants:  # traced once, converted for each variant
+            lite = LiteGenerator(generator, source_length=args.source_length, **search)
+        for variant in args.variants:
+            path = write_tflite(lite, out_dir / MODEL_FILES[variant], variant)
+            write_model_manifest(lite, path, variant)
+            print(f"wrote {path} and {path.with_suffix('.json').name}")
         if args.saved_model:
-            if args.beam_width is not None:
-                options["beam_width"] = args.beam_width
-            export_saved_model(generator, out_dir / "saved_model", **options)
+            export_saved_model(generator, out_dir / "saved_model", **search)
             print(f"wrote {out_dir / 'saved_model'}")
     except (OSError, ValueError, TypeError, ImportError) as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]

@@ -3,13 +3,17 @@ with the manifest an app reads.
 
     OUT/
       saved_model/                   `export_saved_model`: greedy and beam signatures
-      tflite/NAME_VARIANT.tflite     `export_tflite`, one per variant (float32, float16, int8)
+      tflite/NAME_VARIANT.tflite     one per variant (float32, float16, int8), as `export_tflite`
       tflite/NAME_VARIANT.json       that model's own manifest
       tflite/NAME.json               the caller's manifest, with the models and their signatures
 
 The folder is written whole or not at all (`atomic.replaced_folder`): a
 process killed at any instant leaves the earlier export or the new one. A
 folder holding anything else than an export's files is refused, unchanged.
+
+`FolderFiles` is the hook for a caller's own files: the translator's export
+(`keras_attention.translation.export`) writes its folder through
+`export_folder` with a text-in SavedModel, its vocabularies and its manifests.
 """
 
 import time
@@ -18,17 +22,19 @@ from pathlib import Path
 from keras_attention.arguments.validation import check_positive_int
 from keras_attention.export.backend import check_tensorflow_backend
 from keras_attention.export.saved_model import export_saved_model
-from keras_attention.export.tflite import export_tflite
+from keras_attention.export.tflite import VARIANTS
+from keras_attention.export.tflite import LiteGenerator
+from keras_attention.export.tflite import write_model_manifest
+from keras_attention.export.tflite import write_tflite
 from keras_attention.files.atomic import replaced_folder
 from keras_attention.files.atomic import write_json
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import check_beam_width
+from keras_attention.generation.search_defaults import check_max_length
 
 SAVED_MODEL_DIR = "saved_model"
 TFLITE_DIR = "tflite"
-# The TFLite variants: float32 weights, float16 weights, dynamic-range int8.
-VARIANTS = ("float32", "float16", "int8")
 # The keys of NAME.json that `export_folder` writes; a caller's manifest
 # holds none of them.
 WRITTEN_KEYS = (
@@ -87,6 +93,71 @@ def check_export_folder(out_dir, names=(SAVED_MODEL_DIR, TFLITE_DIR)):
         )
 
 
+class FolderFiles:
+    """What `export_folder` writes where: the generic layout, and the hook for
+    a caller's own files.
+
+    `export_folder` writes the SavedModel, converts the TFLite variants of one
+    `LiteGenerator` (traced once for all of them) and writes `tflite/NAME.json`;
+    it asks this object each time where a file goes and what it holds. This
+    class gives the layout of the module docstring. A caller whose folder
+    holds files of its own subclasses it and passes an instance as `files`:
+    the translator's export (`keras_attention.translation.export.RunFiles`)
+    writes its text-in SavedModel in `saved_model/VERSION`, no manifest per
+    model, its vocabularies and `translator.json` beside the models, and
+    `export.json` at the top.
+
+    Attributes:
+        entries: the names directly under the folder that an export writes;
+            a folder holding anything else is refused (`check_export_folder`).
+        model_manifests: write each model's own manifest,
+            `tflite/NAME_VARIANT.json` (`tflite.write_model_manifest`).
+    """
+
+    entries = (SAVED_MODEL_DIR, TFLITE_DIR)
+    model_manifests = True
+
+    def kept(self, out_dir):
+        """The paths of an earlier export in `out_dir` (relative to it) that
+        the new one keeps when it writes none of that name: none."""
+        return []
+
+    def write_saved_model(self, generator, folder, **search):
+        """Writes the SavedModel into `folder` (the folder being written);
+        returns its path relative to `folder`, or None for no SavedModel.
+
+        Args:
+            generator: the generator of `export_folder`.
+            folder: the new folder's temporary copy.
+            **search: `max_length`, `beam_width` and `length_penalty`.
+        """
+        export_saved_model(generator, folder / SAVED_MODEL_DIR, **search)
+        return SAVED_MODEL_DIR
+
+    def lite_generator(self, generator, **options):
+        """The `LiteGenerator` every TFLite variant is converted from.
+
+        Args:
+            generator: the generator of `export_folder`.
+            **options: `max_length`, `beam_width`, `length_penalty` and
+                `source_length`.
+        """
+        return LiteGenerator(generator, **options)
+
+    def write_files(self, folder, manifest, lite):
+        """Writes the caller's own files into `folder` once the models are
+        written; returns the dict to write to `tflite/NAME.json`, or None
+        for no such file.
+
+        Args:
+            folder: the new folder's temporary copy.
+            manifest: `export_folder`'s manifest of what it wrote (the
+                caller's `manifest` with `WRITTEN_KEYS`).
+            lite: the `LiteGenerator` of the models; None without variants.
+        """
+        return manifest
+
+
 def export_folder(
     generator,
     out_dir,
@@ -97,6 +168,8 @@ def export_folder(
     source_length=None,
     manifest=None,
     report=None,
+    max_length=None,
+    files=None,
 ):
     """Exports a generator as a SavedModel and TFLite variants into `out_dir`.
 
@@ -107,7 +180,8 @@ def export_folder(
     folder, relative to `out_dir`), the generator's `pad_id` (0),
     `start_id`, `end_id`, `source_vocab_size` and `target_vocab_size` (None
     when unknown) and, when there is a variant, the TFLite `signatures`,
-    `max_source_length` and `max_output_length`.
+    `max_source_length` and `max_output_length`. The variants are converted
+    from one `LiteGenerator`, traced once.
 
     Args:
         generator: a `Seq2SeqGenerator` (or an `EnsembleGenerator`).
@@ -127,17 +201,25 @@ def export_folder(
             more): "SavedModel: OUT/saved_model (12 s)", then
             "TFLite VARIANT: OUT/tflite/FILE (1.23 MB, 20 s)" each. The
             folder appears at OUT when the last is written.
+        max_length: the most output tokens, END included, of every search;
+            None for min(2·S + 10, generator.max_output_length).
+        files: None (the layout above), or a `FolderFiles` whose methods say
+            where the SavedModel goes and what it serves, how the TFLite
+            functions are traced, and which files of its own the caller adds
+            (the translator's export).
 
     Returns:
-        The manifest written to `tflite/NAME.json`.
+        The manifest written to `tflite/NAME.json` (the one `files` returns).
 
     Raises:
         ValueError: an unknown variant, a `name` with a folder in it, a
-            `manifest` holding a key of `WRITTEN_KEYS`, a `beam_width` or
-            `source_length` out of bounds, or an `out_dir` that holds
-            something else than an export (named; nothing is changed).
+            `manifest` holding a key of `WRITTEN_KEYS`, a `beam_width`,
+            `max_length` or `source_length` out of bounds, or an `out_dir`
+            that holds something else than an export (named; nothing is
+            changed).
     """
     check_tensorflow_backend("The export of a folder")
+    files = files or FolderFiles()
     variants = check_variants(variants)
     if not name or Path(name).name != name or name in (".", ".."):
         raise ValueError(
@@ -152,44 +234,45 @@ def export_folder(
             f"the export. Received: manifest with keys {sorted(manifest)}"
         )
     check_beam_width(beam_width, getattr(generator, "target_vocabulary_size", None))
+    max_length = check_max_length(max_length)
     check_positive_int("source_length", source_length, allow_none=True)
     out_dir = Path(out_dir)
-    check_export_folder(out_dir)
+    check_export_folder(out_dir, files.entries)
     manifest.update(beam_width=beam_width, length_penalty=length_penalty)
-    manifest.update(source_length=source_length, models={}, saved_model=SAVED_MODEL_DIR)
+    manifest.update(source_length=source_length, models={}, saved_model=None)
     manifest.update(pad_id=0, start_id=int(generator.start_id), end_id=int(generator.end_id))
     for key in ("source", "target"):  # None for sources of features
         size = getattr(generator, f"{key}_vocabulary_size", None)
         manifest[f"{key}_vocab_size"] = None if size is None else int(size)
+    search = {"max_length": max_length, "beam_width": beam_width, "length_penalty": length_penalty}
     report = report or (lambda line: None)
-    with replaced_folder(out_dir) as staging:
+    with replaced_folder(out_dir, keep=files.kept(out_dir)) as staging:
         started = time.perf_counter()
-        export_saved_model(
-            generator,
-            staging / SAVED_MODEL_DIR,
-            beam_width=beam_width,
-            length_penalty=length_penalty,
-        )
-        report(written_line("SavedModel", out_dir / SAVED_MODEL_DIR, time.perf_counter() - started))
-        (staging / TFLITE_DIR).mkdir()
+        manifest["saved_model"] = files.write_saved_model(generator, staging, **search)
+        if manifest["saved_model"] is not None:
+            seconds = time.perf_counter() - started
+            report(written_line("SavedModel", out_dir / manifest["saved_model"], seconds))
+        lite = None
         for variant in variants:
             started, file = time.perf_counter(), f"{name}_{variant}.tflite"
-            written = export_tflite(
-                generator,
-                staging / TFLITE_DIR / file,
-                quantization=None if variant == "float32" else variant,
-                beam_width=beam_width,
-                length_penalty=length_penalty,
-                source_length=source_length,
-            )
+            if lite is None:  # traced once, for every variant (its time is the first's)
+                lite = files.lite_generator(generator, source_length=source_length, **search)
+            path = write_tflite(lite, staging / TFLITE_DIR / file, variant)
+            if files.model_manifests:
+                write_model_manifest(lite, path, variant)
             manifest["models"][variant] = file
+            size = path.stat().st_size
+            seconds = time.perf_counter() - started
+            report(written_line(f"TFLite {variant}", out_dir / TFLITE_DIR / file, seconds, size))
+        if lite is not None:
+            written = lite.manifest()
             manifest["signatures"] = written["signatures"]
             manifest["max_source_length"] = written.get("max_source_length")
             manifest["max_output_length"] = written.get("max_output_length")
-            size = (staging / TFLITE_DIR / file).stat().st_size
-            seconds = time.perf_counter() - started
-            report(written_line(f"TFLite {variant}", out_dir / TFLITE_DIR / file, seconds, size))
-        write_json(staging / TFLITE_DIR / f"{name}.json", manifest)
+        manifest = files.write_files(staging, manifest, lite)
+        if manifest is not None:
+            (staging / TFLITE_DIR).mkdir(exist_ok=True)
+            write_json(staging / TFLITE_DIR / f"{name}.json", manifest)
     return manifest
 
 

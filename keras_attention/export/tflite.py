@@ -30,17 +30,26 @@ from keras_attention.files.atomic import write_json
 from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.generation.step_search import at_least_one_position
 
-QUANTIZATIONS = (None, "float16", "int8")
+# The TFLite variants, one spelling for every export (`quantization` here,
+# `variants` of `export_folder` and the translator's export, `--variants` of
+# the commands): float32 weights, float16 weights, dynamic-range int8.
+VARIANTS = ("float32", "float16", "int8")
 GENERATE_OUTPUTS = ("tokens", "lengths", "log_probs", "attention")
 _FORMAT_VERSION = 1
 
 
-def _check_quantization(quantization):
-    if quantization not in QUANTIZATIONS:
+def check_quantization(quantization):
+    """`quantization` as a variant name: one of `VARIANTS`, None read as
+    "float32" (the default of earlier releases); `ValueError` naming
+    `VARIANTS` otherwise."""
+    if quantization is None:
+        return "float32"
+    if quantization not in VARIANTS:
         raise ValueError(
             "Invalid value for argument `quantization`. Expected one of "
-            f"{QUANTIZATIONS}. Received: quantization={quantization!r}"
+            f"{VARIANTS} (None: float32). Received: quantization={quantization!r}"
         )
+    return quantization
 
 
 def source_signature(generator, source_spec=None, name="source", source_length=None):
@@ -397,23 +406,23 @@ def _decode_step_fn(generator, state_names):
     return decode_step
 
 
-def convert(lite_generator, quantization=None):
+def convert(lite_generator, quantization="float32"):
     """Converts a `LiteGenerator` to a builtin-ops-only flatbuffer (bytes).
 
     Args:
         lite_generator: a `LiteGenerator`.
-        quantization: None (float32); "float16" (float16 weights, dequantized
-            at load, written into the float32 conversion by
-            `float16.float16_weights` so the loops read them where the float32
-            model does); "int8" (dynamic range: int8 weights, float
-            activations).
+        quantization: one of `VARIANTS`: "float32" (None too); "float16"
+            (float16 weights, dequantized at load, written into the float32
+            conversion by `float16.float16_weights` so the loops read them
+            where the float32 model does); "int8" (dynamic range: int8
+            weights, float activations).
 
     Raises:
         ValueError: an unknown quantization, or a converted model that still
             holds a Flex, custom or variable operator (named).
     """
     check_tensorflow_backend("TFLite export")
-    _check_quantization(quantization)
+    quantization = check_quantization(quantization)
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
         lite_generator.concrete_functions(), lite_generator
     )
@@ -436,11 +445,11 @@ def convert(lite_generator, quantization=None):
     return data
 
 
-def write_tflite(lite_generator, path, quantization=None):
+def write_tflite(lite_generator, path, quantization="float32"):
     """Converts a `LiteGenerator` (`convert`) and writes the model to `path`,
     whole or not at all (`keras_attention.files.atomic`), creating the
-    folder if needed. The step every TFLite export shares: `export_tflite`
-    and the translator's (`keras_attention.translation.lite`).
+    folder if needed. The step every TFLite export shares: `export_tflite`,
+    `export_folder` and the translator's (`keras_attention.translation.lite`).
 
     Args:
         lite_generator: a `LiteGenerator`.
@@ -457,7 +466,7 @@ def write_tflite(lite_generator, path, quantization=None):
     return path
 
 
-def export_tflite(generator, path, quantization=None, **options):
+def export_tflite(generator, path, quantization="float32", **options):
     """Writes a builtin-ops-only TFLite model of a generator, and its manifest.
 
     The model has static batch 1 and a dynamic source length (or, with
@@ -480,7 +489,8 @@ def export_tflite(generator, path, quantization=None, **options):
     Args:
         generator: a `Seq2SeqGenerator`.
         path: the `.tflite` file to write.
-        quantization: None, "float16" or "int8" (dynamic range) weights.
+        quantization: one of `VARIANTS`: "float32" (None too), "float16" or
+            "int8" (dynamic range) weights.
         **options: the keyword arguments of `LiteGenerator`:
             - `max_length`: most output tokens, END included; None for
               min(2·S + 10, generator.max_output_length);
@@ -506,16 +516,23 @@ def export_tflite(generator, path, quantization=None, **options):
             Flex, custom or variable operator (named).
     """
     check_tensorflow_backend("TFLite export")
-    _check_quantization(quantization)
+    quantization = check_quantization(quantization)
     if options.get("beam_width") is not None:  # before any work, whatever the generator
         check_beam_width(options["beam_width"], getattr(generator, "target_vocabulary_size", None))
     path = _model_path(path)
     lite = LiteGenerator(generator, **options)
     write_tflite(lite, path, quantization)
-    manifest = lite.manifest()
-    manifest["quantization"] = quantization
-    manifest["model_file"] = path.name
-    write_json(path.with_suffix(".json"), manifest)
+    return write_model_manifest(lite, path, quantization)
+
+
+def write_model_manifest(lite_generator, path, quantization):
+    """Writes the manifest of the model at `path` beside it (`path` with the
+    suffix .json): `lite_generator.manifest()` with `quantization` (the
+    variant) and `model_file`; returns it."""
+    manifest = lite_generator.manifest()
+    manifest["quantization"] = check_quantization(quantization)
+    manifest["model_file"] = Path(path).name
+    write_json(Path(path).with_suffix(".json"), manifest)
     return manifest
 
 

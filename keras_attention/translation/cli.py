@@ -33,11 +33,12 @@ from keras_attention.arguments.cli_types import positive_float as _positive_floa
 from keras_attention.arguments.cli_types import positive_int as _positive_int
 from keras_attention.arguments.cli_types import unit_interval as _unit_interval
 from keras_attention.backend.precision import PolicyError
+from keras_attention.export.arguments import beam_width as _beam_width
+from keras_attention.export.arguments import penalty as _penalty
 from keras_attention.files.atomic import DiskFullError
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
-from keras_attention.generation.search_defaults import check_penalty
 from keras_attention.training.distribution import DistributionError
 from keras_attention.training.run_folder import CorruptRunError
 from keras_attention.training.run_folder import RunFolderError
@@ -62,23 +63,6 @@ BATCH_SIZE_NOTE = "--batch-size is then per device"
 # and "Function `greedy` contains input name(s) ... with unsupported
 # characters" (the search loop's captured tensors, renamed in the file).
 LIBRARY_LOGGERS = ("tensorflow", "absl")
-
-
-def _beam_width(text):
-    value = _positive_int(text)
-    if value > MAX_BEAM_WIDTH:
-        raise argparse.ArgumentTypeError(
-            f"expected an integer from 1 to {MAX_BEAM_WIDTH} (the widest beam), got {text}"
-        )
-    return value
-
-
-def _penalty(text):
-    """A GNMT penalty: what `BeamSettings` accepts (`check_penalty`), said in one line."""
-    try:
-        return check_penalty("penalty", float(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}") from None
 
 
 def _indices(text):
@@ -234,7 +218,7 @@ def build_parser(prog=None):
         help="export a run as a SavedModel and TFLite models (RUN_DIR OUT_DIR; see export --help)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    export.add_export_arguments(p)
+    export.add_run_export_arguments(p)
     p.set_defaults(func=_export)
     return parser
 

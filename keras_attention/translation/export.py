@@ -7,7 +7,7 @@ writes
     OUT_DIR/
       export.json                     what was exported, from which run, with what settings
       saved_model/1/                  TensorFlow Serving layout (model name / version)
-      tflite/                         what `translation.lite.export_translator_tflite` writes
+      tflite/                         the TFLite models, vocabularies and translator.json
                                       (listed at the end of --help)
 
 The SavedModel is text in, text out (`serving_default`: greedy, `beam`): a
@@ -23,48 +23,52 @@ The TFLite models are ids in, ids out, builtin ops only, batch 1:
 files and `translator.json` (`examples/tflite_translate.py` is a pure-Python
 version).
 
-Each part lives in its own module: `keras_attention.translation.serving`
-(the SavedModel's text signatures), `keras_attention.translation.lite` (the
-TFLite models, vocabularies and `translator.json`, over the generic
-`keras_attention.export`), and `keras_attention.export.operators` (the
-operator listing). This one puts them together for a run folder.
+The folder is the generic export's (`keras_attention.export.export_folder`:
+the TFLite conversion, the report, written whole or not at all), with the
+translator's own files through its hook (`RunFiles`): the text-in SavedModel
+(`keras_attention.translation.serving`), the vocabularies and
+`translator.json` (`keras_attention.translation.lite`), and `export.json`.
+The command line is the library's export options
+(`keras_attention.export.add_export_arguments`) and the translator's own.
 """
 
 import argparse
 import dataclasses
 import datetime
 import sys
-import time
 from pathlib import Path
 
 import keras
 import tensorflow as tf
 
 from keras_attention.arguments.validation import check_positive_int
+from keras_attention.export.arguments import add_export_arguments
 from keras_attention.export.backend import BackendError
 from keras_attention.export.backend import check_tensorflow_backend
 from keras_attention.export.folder import SAVED_MODEL_DIR
 from keras_attention.export.folder import TFLITE_DIR
+from keras_attention.export.folder import FolderFiles
 from keras_attention.export.folder import check_export_folder
-from keras_attention.export.folder import written_line
+from keras_attention.export.folder import check_variants
+from keras_attention.export.folder import export_folder
 from keras_attention.export.saved_model import SIGNATURES
-from keras_attention.files.atomic import replaced_folder
 from keras_attention.files.atomic import write_json
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BATCH
-from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.generation.search_defaults import check_max_length
 from keras_attention.generation.search_defaults import check_penalty
 from keras_attention.translation import runs
 from keras_attention.translation.lite import TFLITE_CONFIG_FILE
+from keras_attention.translation.lite import TFLITE_NAME
 from keras_attention.translation.lite import VARIANTS
-from keras_attention.translation.lite import check_variants
-from keras_attention.translation.lite import export_translator_tflite
+from keras_attention.translation.lite import lite_translator
+from keras_attention.translation.lite import tflite_config
 from keras_attention.translation.lite import tflite_filename
 from keras_attention.translation.lite import tflite_files
+from keras_attention.translation.lite import write_vocabularies
 from keras_attention.translation.serving import export_translator_saved_model
 from keras_attention.translation.translator import load_run
 
@@ -75,7 +79,8 @@ __all__ = [
     "TFLITE_CONFIG_FILE",
     "TFLITE_DIR",
     "VARIANTS",
-    "add_export_arguments",
+    "RunFiles",
+    "add_run_export_arguments",
     "export_run",
     "main",
     "run_export",
@@ -102,8 +107,8 @@ def export_run(
 ):
     """Exports a training run's model as a SavedModel and TFLite variants.
 
-    The export is written whole or not at all: into a temporary folder beside
-    `out_dir`, which replaces `out_dir` once complete
+    The export is written whole or not at all, by `export_folder`: into a
+    temporary folder beside `out_dir`, which replaces `out_dir` once complete
     (`atomic.replaced_folder`). A process killed at any instant leaves the
     earlier export or the new one, never a mix of the two (an old
     `export.json` beside a new SavedModel). The SavedModel versions other
@@ -159,13 +164,23 @@ def export_run(
         tflite_beam,
         max_batch,
     )
-    out_dir = Path(out_dir)
-    check_export_folder(out_dir, (MANIFEST_FILE, SAVED_MODEL_DIR, TFLITE_DIR))
+    check_export_folder(out_dir, RunFiles.entries)  # before the run is loaded
     translator, config = load_run(run_dir)
     translator.check_beam_width(beam_width)
-    with replaced_folder(out_dir, keep=_kept_versions(out_dir, settings)) as staging:
-        manifest = _write_export(translator, config, run_dir, staging, settings, report, out_dir)
-    return manifest
+    files = RunFiles(translator, config, run_dir, settings)
+    export_folder(
+        translator.generator,
+        out_dir,
+        TFLITE_NAME,
+        variants=settings.variants,
+        beam_width=settings.beam_width,
+        length_penalty=settings.length_penalty,
+        source_length=settings.source_length,
+        max_length=settings.max_length,
+        report=report,
+        files=files,
+    )
+    return files.manifest
 
 
 @dataclasses.dataclass
@@ -190,101 +205,112 @@ class _Settings:
         check_positive_int("max_batch", self.max_batch)
 
 
-def _kept_versions(out_dir, settings):
-    """The SavedModel versions of an earlier export in `out_dir` that this
-    one does not write, as paths relative to `out_dir`: they are kept."""
-    folder = out_dir / SAVED_MODEL_DIR
-    if not folder.is_dir():
-        return []
-    return [
-        f"{SAVED_MODEL_DIR}/{p.name}"
-        for p in folder.iterdir()
-        if not (settings.saved_model and p.name == str(settings.version))
-    ]
+class RunFiles(FolderFiles):
+    """The translator's files in `export_folder`'s folder (the module docstring).
 
+    `saved_model/VERSION` holds the text-in SavedModel (the other versions of
+    an earlier export are kept); `tflite/` the models without a manifest
+    each, the vocabularies and `translator.json`; `export.json` what was
+    exported, which `manifest` holds once the folder is written.
 
-def _write_export(translator, config, run_dir, out_dir, settings, report, final_dir):
-    """The files of `export_run`, written into `out_dir` (a new folder
-    that becomes `final_dir`: the paths `report`, if not None, names)."""
-    manifest = {
-        "format_version": _FORMAT_VERSION,
-        "run_dir": str(Path(run_dir).resolve()),
-        "attention": config.get("attention"),
-        "exported": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "tensorflow": tf.__version__,
-        "keras": keras.__version__,
-        "max_length": settings.max_length,
-        "source_length": settings.source_length,
-        "tflite_beam": settings.tflite_beam,
-        # An unfinished or running run's model is its best epoch so far.
-        "run": runs.export_state(run_dir),
-    }
-    report = report or (lambda line: None)
-    final_dir = Path(final_dir)
-    if settings.saved_model:
-        started = time.perf_counter()
-        manifest["saved_model"] = _write_saved_model(translator, out_dir, settings)
-        path = final_dir / manifest["saved_model"]["path"]
-        report(written_line("SavedModel", path, time.perf_counter() - started))
-    if settings.variants:
+    Args:
+        translator: the run's `Translator`.
+        config: the run's config.json.
+        run_dir: the run folder.
+        settings: the checked options of `export_run`.
+    """
 
-        def written(variant, path, seconds):
-            final = final_dir / path.relative_to(out_dir)
-            report(written_line(f"TFLite {variant}", final, seconds, path.stat().st_size))
+    entries = (MANIFEST_FILE, SAVED_MODEL_DIR, TFLITE_DIR)
+    model_manifests = False
 
-        manifest["tflite"] = _write_tflite(translator, config, out_dir, settings, written)
-    write_json(out_dir / MANIFEST_FILE, manifest)
-    return manifest
+    def __init__(self, translator, config, run_dir, settings):
+        self.translator = translator
+        self.settings = settings
+        self.manifest = {
+            "format_version": _FORMAT_VERSION,
+            "run_dir": str(Path(run_dir).resolve()),
+            "attention": config.get("attention"),
+            "exported": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "tensorflow": tf.__version__,
+            "keras": keras.__version__,
+            "max_length": settings.max_length,
+            "source_length": settings.source_length,
+            "tflite_beam": settings.tflite_beam,
+            # An unfinished or running run's model is its best epoch so far.
+            "run": runs.export_state(run_dir),
+        }
 
+    def kept(self, out_dir):
+        """The SavedModel versions of an earlier export in `out_dir` that this
+        one does not write, as paths relative to `out_dir`."""
+        folder = Path(out_dir) / SAVED_MODEL_DIR
+        if not folder.is_dir():
+            return []
+        return [
+            f"{SAVED_MODEL_DIR}/{p.name}"
+            for p in folder.iterdir()
+            if not (self.settings.saved_model and p.name == str(self.settings.version))
+        ]
 
-def _write_saved_model(translator, out_dir, settings):
-    """Writes the SavedModel version folder; returns its manifest entry."""
-    path = out_dir / SAVED_MODEL_DIR / str(settings.version)
-    export_translator_saved_model(
-        translator,
-        path,
-        settings.max_length,
-        settings.beam_width,
-        settings.length_penalty,
-        settings.max_batch,
-    )
-    return {
-        "path": str(path.relative_to(out_dir)),
-        "signatures": list(SIGNATURES),
-        "beam_width": settings.beam_width,
-        "length_penalty": settings.length_penalty,
-        "max_batch": settings.max_batch,
-    }
+    def write_saved_model(self, generator, folder, **search):
+        """The text-in SavedModel in `saved_model/VERSION`, unless
+        `saved_model` is False."""
+        settings = self.settings
+        if not settings.saved_model:
+            return None
+        path = Path(SAVED_MODEL_DIR) / str(settings.version)
+        export_translator_saved_model(
+            self.translator,
+            folder / path,
+            settings.max_length,
+            settings.beam_width,
+            settings.length_penalty,
+            settings.max_batch,
+        )
+        self.manifest["saved_model"] = {
+            "path": str(path),
+            "signatures": list(SIGNATURES),
+            "beam_width": settings.beam_width,
+            "length_penalty": settings.length_penalty,
+            "max_batch": settings.max_batch,
+        }
+        return str(path)
 
+    def lite_generator(self, generator, beam_width, length_penalty, **options):
+        """`lite_translator`: `translate` and, with `tflite_beam`, `translate_beam`."""
+        beam = None
+        if self.settings.tflite_beam:
+            beam = BeamSettings(beam_width, length_penalty)
+        return lite_translator(self.translator, beam=beam, **options)
 
-def _write_tflite(translator, config, out_dir, settings, written=None):
-    """Writes the TFLite folder; returns the manifest entry of each variant."""
-    beam = None
-    if settings.tflite_beam:
-        beam = BeamSettings(settings.beam_width, settings.length_penalty)
-    paths = export_translator_tflite(
-        translator,
-        out_dir / TFLITE_DIR,
-        settings.variants,
-        settings.max_length,
-        config.get("attention"),
-        written=written,
-        source_length=settings.source_length,
-        beam=beam,
-    )
-    return {
-        v: {"path": str(p.relative_to(out_dir)), "bytes": p.stat().st_size}
-        for v, p in paths.items()
-    }
+    def write_files(self, folder, manifest, lite):
+        """The vocabularies beside the models and `export.json`; returns the
+        dict of `translator.json` (None without a model)."""
+        if lite is not None:
+            write_vocabularies(self.translator, folder / TFLITE_DIR)
+            self.manifest["tflite"] = {
+                variant: {
+                    "path": f"{TFLITE_DIR}/{file}",
+                    "bytes": (folder / TFLITE_DIR / file).stat().st_size,
+                }
+                for variant, file in manifest["models"].items()
+            }
+        write_json(folder / MANIFEST_FILE, self.manifest)
+        if lite is None:
+            return None
+        return tflite_config(
+            self.translator, lite, tuple(manifest["models"]), self.manifest["attention"]
+        )
 
 
 PROG = "python -m keras_attention.translation.export"
 
 
-def add_export_arguments(parser):
-    """Adds the export's arguments and help to `parser`: the one definition
-    of this command line, which `parse_args` reads and the translator's
-    `export` command (`keras_attention.translation.cli`) too.
+def add_run_export_arguments(parser):
+    """Adds the export's arguments and help to `parser`: the library's
+    export options (`keras_attention.export.add_export_arguments`) and the
+    translator's own, which `parse_args` reads and the translator's `export`
+    command (`keras_attention.translation.cli`) too.
 
     Args:
         parser: an `argparse.ArgumentParser` (or a subcommand's), made with
@@ -299,35 +325,11 @@ def add_export_arguments(parser):
         "run_dir", help="a finished training run (python -m keras_attention.translation train)"
     )
     parser.add_argument("out_dir", help="output folder")
-    parser.add_argument(
-        "--variants",
-        default=",".join(VARIANTS),
-        help="comma-separated TFLite variants among %(default)s; '' for none",
-    )
-    parser.add_argument(
-        "--max-length",
-        type=int,
-        help="most output tokens, END included (default: 2 * source length + 10)",
-    )
-    parser.add_argument(
-        "--source-length",
-        type=int,
-        help="a static source length for the TFLite models, sources padded to it "
-        "(LiteRT.js in the browser needs one; default: dynamic)",
-    )
+    add_export_arguments(parser)
     parser.add_argument(
         "--tflite-beam",
         action="store_true",
         help="add `translate_beam` (--beam-width, --length-penalty) to the TFLite models",
-    )
-    parser.add_argument(
-        "--beam-width",
-        type=int,
-        default=BEAM_WIDTH,
-        help=f"SavedModel `beam` (at most {MAX_BEAM_WIDTH} and the target vocabulary)",
-    )
-    parser.add_argument(
-        "--length-penalty", type=float, default=LENGTH_PENALTY, help="SavedModel `beam`"
     )
     parser.add_argument(
         "--max-batch",
@@ -340,22 +342,27 @@ def add_export_arguments(parser):
     return parser
 
 
-def parse_args(argv=None):
-    """The options of `python -m keras_attention.translation.export`."""
+def build_parser():
+    """The parser of `python -m keras_attention.translation.export`."""
     parser = argparse.ArgumentParser(
         prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    return add_export_arguments(parser).parse_args(argv)
+    return add_run_export_arguments(parser)
+
+
+def parse_args(argv=None):
+    """The options of `python -m keras_attention.translation.export`."""
+    return build_parser().parse_args(argv)
 
 
 def run_export(args):
-    """Runs `export_run` with the options `add_export_arguments` parsed and
-    prints where the files went; returns the exit status: 0, or 2 after one
-    line `error: ...` on standard error."""
+    """Runs `export_run` with the options `add_run_export_arguments` parsed
+    and prints where the files went; returns the exit status: 0, or 2 after
+    one line `error: ...` on standard error."""
     options = {
         "run_dir": args.run_dir,
         "out_dir": args.out_dir,
-        "variants": tuple(v for v in args.variants.split(",") if v),
+        "variants": tuple(args.variants),
         "max_length": args.max_length,
         "beam_width": args.beam_width,
         "length_penalty": args.length_penalty,

@@ -39,20 +39,22 @@ from pathlib import Path
 
 from keras_attention.export import tflite as generic_tflite
 from keras_attention.export.folder import check_variants
+from keras_attention.export.tflite import VARIANTS
 from keras_attention.files.atomic import write_json
 from keras_attention.files.atomic import write_text
 from keras_attention.translation.tokenizer import RESERVED_TOKENS
 from keras_attention.translation.tokenizer import SUFFIX_INDICATOR
 
+# What each of `VARIANTS` (the spelling of every export) holds, for --help.
 _VARIANT_NOTES = {
     "float32": "builtin ops only (no Flex, no custom ops)",
     "float16": "float16 weights",
     "int8": "dynamic-range int8 weights",
 }
-VARIANTS = tuple(_VARIANT_NOTES)
-# Each variant's `quantization` in `keras_attention.export.convert`.
-_QUANTIZATIONS = {"float32": None, "float16": "float16", "int8": "int8"}
-TFLITE_CONFIG_FILE = "translator.json"
+# The stem of the file names, `export_folder`'s `name`: translator_VARIANT.tflite,
+# translator.json.
+TFLITE_NAME = "translator"
+TFLITE_CONFIG_FILE = f"{TFLITE_NAME}.json"
 SOURCE_VOCAB_FILE = "source_vocab.txt"
 TARGET_VOCAB_FILE = "target_vocab.txt"
 # FastWordpieceTokenizer's default: a longer word becomes one [UNK].
@@ -66,7 +68,7 @@ PRE_TOKENIZATION = (
 
 def tflite_filename(variant):
     """`translator_{variant}.tflite`."""
-    return f"translator_{variant}.tflite"
+    return f"{TFLITE_NAME}_{variant}.tflite"
 
 
 def tflite_files(variants=VARIANTS):
@@ -109,7 +111,7 @@ def lite_translator(translator, max_length=None, source_length=None, beam=None):
     )
 
 
-def _tflite_config(translator, lite, variants, attention=None):
+def tflite_config(translator, lite, variants, attention=None):
     """The dict of `translator.json`: the generic manifest of `lite` (ids,
     bounds, signatures, decoder state) with the text side added (vocabulary
     files, normalization, reserved tokens) and the model file of each variant.
@@ -194,14 +196,20 @@ def export_translator_tflite(
     for variant in variants:
         started = time.perf_counter()
         path = folder / tflite_filename(variant)
-        paths[variant] = generic_tflite.write_tflite(lite, path, _QUANTIZATIONS[variant])
+        paths[variant] = generic_tflite.write_tflite(lite, path, variant)
         if written is not None:
             written(variant, paths[variant], time.perf_counter() - started)
+    write_vocabularies(translator, folder)
+    config = tflite_config(translator, lite, variants, attention)
+    write_json(folder / TFLITE_CONFIG_FILE, config)
+    return paths
+
+
+def write_vocabularies(translator, folder):
+    """Writes `source_vocab.txt` and `target_vocab.txt` into `folder`: one
+    token per line, the id its line number."""
     for tokenizer, name in (
         (translator.source_tokenizer, SOURCE_VOCAB_FILE),
         (translator.target_tokenizer, TARGET_VOCAB_FILE),
     ):
-        write_text(folder / name, "".join(t + "\n" for t in tokenizer.vocab))
-    config = _tflite_config(translator, lite, variants, attention)
-    write_json(folder / TFLITE_CONFIG_FILE, config)
-    return paths
+        write_text(Path(folder) / name, "".join(t + "\n" for t in tokenizer.vocab))

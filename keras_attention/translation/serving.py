@@ -18,7 +18,9 @@ translation at most `max_length` tokens, and a beam of at most
 therefore bounded by max_batch × beam × max_length × max_source_length.
 
 The ids-in, ids-out SavedModel of any generator is
-`keras_attention.export.export_saved_model`; this module adds the text.
+`keras_attention.export.export_saved_model`; this module adds the text. Both
+are a `keras_attention.export.GeneratorModule`: the float32 copy of a
+mixed-precision model, the checked output bound and beam settings are its.
 """
 
 from pathlib import Path
@@ -26,25 +28,28 @@ from pathlib import Path
 import tensorflow as tf
 
 from keras_attention.arguments.validation import check_positive_int
-from keras_attention.backend.precision import float32_copy
-from keras_attention.export.backend import ExportModule
+from keras_attention.export.generator_module import GeneratorModule
 from keras_attention.export.saved_model import write_saved_model
+from keras_attention.export.tflite import GENERATE_OUTPUTS
+from keras_attention.export.tflite import check_captured_variables
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BATCH
-from keras_attention.generation.search_defaults import BeamSettings
 
 
-class ServingTranslator(ExportModule):
+class ServingTranslator(GeneratorModule):
     """Text in, text out: tokenization, search and detokenization in one graph.
+
+    A `GeneratorModule` of the translator's generator (as the ids-in
+    `ServingGenerator` is) with the tokenizers around its searches.
 
     Args:
         translator: a `Translator` (its model keeps its variables; a model
             that computes in float16 or bfloat16 is served by a float32
-            copy with the same weights).
+            copy with the same weights, `GeneratorModule`'s).
         max_length: int, the most output tokens (END included), or None for
-            min(2 * S + 10, the generator's `max_output_length`) with S the
-            longest (truncated) source in the batch.
+            min(2 * S + 10, the generator's `max_output_length`) with S each
+            (truncated) source's length.
         beam_width: int, the beam of the `beam` signature, at most
             `MAX_BEAM_WIDTH` and the target vocabulary.
         length_penalty: float, its GNMT length penalty.
@@ -69,21 +74,26 @@ class ServingTranslator(ExportModule):
         length_penalty=LENGTH_PENALTY,
         max_batch=MAX_BATCH,
     ):
-        super().__init__("SavedModel export", name="serving_translator")
         check_positive_int("max_batch", max_batch)
-        # A run trained in mixed precision serves in float32, as its TFLite
-        # files do: the same weights in a float32 copy of the model (a
-        # float32 model is used as it is).
-        model = float32_copy(translator.model)
-        if model is not translator.model:
-            translator = type(translator)(
-                model, translator.source_tokenizer, translator.target_tokenizer
-            )
-        self.translator = translator
-        self.max_length = max_length
-        self.beam_width = translator.check_beam_width(beam_width)
-        self.length_penalty = length_penalty
+        super().__init__(
+            "SavedModel export",
+            "serving_translator",
+            translator.generator,
+            max_length=max_length,
+            beam_width=beam_width,
+            length_penalty=length_penalty,
+        )
         self.max_batch = int(max_batch)
+        # Tracked here, so the SavedModel holds the tokenizers' tables and the
+        # weights (of the float32 copy that `self.generator` may be).
+        self.source_tokenizer = translator.source_tokenizer
+        self.target_tokenizer = translator.target_tokenizer
+        self.weights = list(self.generator.variables())
+        check_captured_variables(
+            [self.greedy.get_concrete_function(), self.beam.get_concrete_function()],
+            [getattr(v, "value", v) for v in self.weights],
+            self.generator,
+        )
 
     def _source_ids(self, sentences):
         """(B,) strings → (B, S) int32 ids, 0-padded, S ≤ max_source_length,
@@ -115,23 +125,17 @@ class ServingTranslator(ExportModule):
         )
         with tf.control_dependencies([check, utf8]):
             sentences = tf.identity(sentences)
-        limit = self.translator.max_source_length
-        ragged = self.translator.source_tokenizer.tokenize(sentences)  # (B, None)
+        limit = self.generator.max_source_length
+        ragged = self.source_tokenizer.tokenize(sentences)  # (B, None)
         truncated = ragged.row_lengths() > limit  # (B,)
         return tf.cast(ragged[:, :limit].to_tensor(), tf.int32), truncated
 
-    def _outputs(self, source_ids, truncated, result):
-        outputs = {
-            "translation": self.translator.target_tokenizer.detokenize(result["tokens"]),
-            "tokens": result["tokens"],  # (B, L)
-            "lengths": result["lengths"],  # (B,)
-            "log_probs": result["log_probs"],  # (B,)
-            "attention": result["attention"],  # (B, L, S)
-            "source_ids": source_ids,  # (B, S)
-            "truncated": truncated,  # (B,)
-        }
-        if "all_scores" in result:
-            outputs["scores"] = result["scores"]
+    def _outputs(self, source_ids, truncated, result, keys=GENERATE_OUTPUTS):
+        # tokens (B, L), lengths (B,), log_probs (B,), attention (B, L, S)
+        # and the beam's scores (B,), as the ids-in SavedModel returns them.
+        outputs = {"translation": self.target_tokenizer.detokenize(result["tokens"])}
+        outputs.update({k: result[k] for k in keys})
+        outputs.update(source_ids=source_ids, truncated=truncated)  # (B, S), (B,)
         return outputs
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
@@ -139,16 +143,15 @@ class ServingTranslator(ExportModule):
         """(B,) English strings, B ≤ max_batch → dict: `translation` (B,)
         French strings, ..."""
         source_ids, truncated = self._source_ids(sentences)
-        result = self.translator.greedy_graph(source_ids, max_length=self.max_length)
+        result = self.generator.greedy_graph(source_ids, max_length=self.max_length)
         return self._outputs(source_ids, truncated, result)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def beam(self, sentences):
         """`greedy` with beam search; adds `scores` (the ranking score)."""
         source_ids, truncated = self._source_ids(sentences)
-        settings = BeamSettings(self.beam_width, self.length_penalty)
-        result = self.translator.beam_graph(source_ids, settings, max_length=self.max_length)
-        return self._outputs(source_ids, truncated, result)
+        result = self.generator.beam_graph(source_ids, self.beam_settings, self.max_length)
+        return self._outputs(source_ids, truncated, result, (*GENERATE_OUTPUTS, "scores"))
 
 
 def export_translator_saved_model(
