@@ -124,11 +124,10 @@ def train_run(
     """Trains a translator into `run_dir`, or resumes its unfinished training.
 
     Args:
-        run_dir: the run folder (created). Under `strategy="multi-worker"`,
-            workers other than the chief write to `RUN_DIR/worker_N`.
+        run_dir: the run folder (created; `worker_N` in it for workers).
         data_dir: the Multi30k folder; None: as `load_multi30k` finds it.
-        preset, attention: a key of `PRESETS` (the sizes and the recipe),
-            one of `translation.model.ATTENTIONS`.
+        preset: a key of `PRESETS` (the sizes and the recipe).
+        attention: one of `translation.model.ATTENTIONS`.
         input_feeding: Luong decoders only.
         lr_schedule: "cosine" (`CosineToBudget`: over the epochs or
             `max_minutes`) or "plateau" (halved when validation stalls).
@@ -140,9 +139,8 @@ def train_run(
         overwrite: start a run of this package over (`TrainingRun`'s); a
             folder that is not a run of this package is never touched.
         strategy: one of `distribute.STRATEGIES` (`batch_size` per replica).
-        mixed_precision, distribution: `TrainingRun`'s (a mixed policy;
-            "data-parallel" on JAX, with `strategy="one-device"` and
-            `batch_size` per device).
+        mixed_precision: `TrainingRun`'s (a mixed policy).
+        distribution: `TrainingRun`'s ("data-parallel" on JAX, one device).
         **overrides: values of the preset's keys (`epochs=`, `units=`,
             `conditional=`, ...); None keeps the preset's value.
 
@@ -151,12 +149,11 @@ def train_run(
 
     Raises:
         ValueError: an option is invalid, or two contradict each other.
-        keras_attention.training.run_folder.RunFolderError,
-        keras_attention.training.run_folder.CorruptRunError,
-        NotADirectoryError: the folder cannot hold this run, as
-            `TrainingRun` says (not a run of this package, finished, in use,
-            started with other options, damaged, a file). Nothing in the
-            folder is changed when one of these is raised.
+        RunFolderError: the folder cannot hold this run (`TrainingRun`'s).
+        CorruptRunError: it holds a damaged run, and not `overwrite`.
+        NotADirectoryError: `run_dir` is a file.
+
+    Nothing in the folder is changed when one of these is raised.
     """
     check_train_options(preset, attention, max_minutes, strategy, overrides, distribution)
     tf_strategy = distribute.make_strategy(strategy)
