@@ -221,18 +221,7 @@ def export_folder(
     check_tensorflow_backend("The export of a folder")
     files = files or FolderFiles()
     variants = check_variants(variants)
-    if not name or Path(name).name != name or name in (".", ".."):
-        raise ValueError(
-            "Invalid value for argument `name`. Expected a file name without a folder, "
-            f"e.g. 'g2p'. Received: name={name!r}"
-        )
-    manifest = dict(manifest or {})
-    taken = sorted(set(manifest) & set(WRITTEN_KEYS))
-    if taken:
-        raise ValueError(
-            f"Invalid value for argument `manifest`. The keys {taken} are written by "
-            f"the export. Received: manifest with keys {sorted(manifest)}"
-        )
+    manifest = _checked_manifest(name, manifest)
     check_beam_width(beam_width, getattr(generator, "target_vocabulary_size", None))
     max_length = check_max_length(max_length)
     check_positive_int("source_length", source_length, allow_none=True)
@@ -246,6 +235,16 @@ def export_folder(
         manifest[f"{key}_vocab_size"] = None if size is None else int(size)
     search = {"max_length": max_length, "beam_width": beam_width, "length_penalty": length_penalty}
     report = report or (lambda line: None)
+    return _write_folder(
+        generator, files, out_dir, name, variants, source_length, search, manifest, report
+    )
+
+
+def _write_folder(
+    generator, files, out_dir, name, variants, source_length, search, manifest, report
+):
+    """The folder of `export_folder`, written whole or not at all, with its
+    checked arguments; returns the manifest written."""
     with replaced_folder(out_dir, keep=files.kept(out_dir)) as staging:
         started = time.perf_counter()
         manifest["saved_model"] = files.write_saved_model(generator, staging, **search)
@@ -261,18 +260,35 @@ def export_folder(
             if files.model_manifests:
                 write_model_manifest(lite, path, variant)
             manifest["models"][variant] = file
-            size = path.stat().st_size
             seconds = time.perf_counter() - started
+            size = path.stat().st_size
             report(written_line(f"TFLite {variant}", out_dir / TFLITE_DIR / file, seconds, size))
         if lite is not None:
             written = lite.manifest()
-            manifest["signatures"] = written["signatures"]
-            manifest["max_source_length"] = written.get("max_source_length")
-            manifest["max_output_length"] = written.get("max_output_length")
+            for key in ("signatures", "max_source_length", "max_output_length"):
+                manifest[key] = written.get(key)
         manifest = files.write_files(staging, manifest, lite)
         if manifest is not None:
             (staging / TFLITE_DIR).mkdir(exist_ok=True)
             write_json(staging / TFLITE_DIR / f"{name}.json", manifest)
+    return manifest
+
+
+def _checked_manifest(name, manifest):
+    """A copy of the caller's `manifest`, once `name` is a file name and no
+    key of the manifest is one the export writes (`WRITTEN_KEYS`)."""
+    if not name or Path(name).name != name or name in (".", ".."):
+        raise ValueError(
+            "Invalid value for argument `name`. Expected a file name without a folder, "
+            f"e.g. 'g2p'. Received: name={name!r}"
+        )
+    manifest = dict(manifest or {})
+    taken = sorted(set(manifest) & set(WRITTEN_KEYS))
+    if taken:
+        raise ValueError(
+            f"Invalid value for argument `manifest`. The keys {taken} are written by "
+            f"the export. Received: manifest with keys {sorted(manifest)}"
+        )
     return manifest
 
 
