@@ -107,50 +107,39 @@ def export_run(
 ):
     """Exports a training run's model as a SavedModel and TFLite variants.
 
-    The export is written whole or not at all, by `export_folder`: into a
-    temporary folder beside `out_dir`, which replaces `out_dir` once complete
-    (`atomic.replaced_folder`). A process killed at any instant leaves the
-    earlier export or the new one, never a mix of the two (an old
-    `export.json` beside a new SavedModel). The SavedModel versions other
-    than `version` of an earlier export are kept (TensorFlow Serving serves
-    the newest).
+    Written whole or not at all by `export_folder` (a kill leaves the earlier
+    export or the new one, never a mix); the SavedModel versions other than
+    `version` of an earlier export are kept (TensorFlow Serving serves the
+    newest).
 
     Args:
-        run_dir: a finished training run (model.keras, config.json,
-            source_vocab/, target_vocab/).
+        run_dir: a finished training run.
         out_dir: the output folder: new, empty, or an earlier export (it
             holds only `export.json`, `saved_model/`, `tflite/`), which is
             replaced. A folder holding anything else is refused.
         variants: the TFLite variants, a subset of `VARIANTS`; empty for none.
         max_length: int, the most output tokens (END included), or None for
-            `2 * S + 10` (S: source length), which never cuts a Multi30k
-            sentence.
+            `2 * S + 10` (S: source length).
         beam_width: the beam width of the SavedModel's `beam` signature, at
             most `MAX_BEAM_WIDTH` (64) and the target vocabulary.
         length_penalty: its GNMT length penalty.
         saved_model: bool, write the SavedModel.
         version: int, the SavedModel's version folder (TensorFlow Serving).
-        source_length: None, or a static source length N for the TFLite
-            models (the app pads with id 0 to N; LiteRT.js needs it). The
-            SavedModel keeps a dynamic length.
+        source_length: None, or a static TFLite source length N (the app
+            pads with id 0 to N; LiteRT.js needs it).
         tflite_beam: bool, add `translate_beam` (beam search with
             `beam_width` and `length_penalty`) to the TFLite models.
-        max_batch: the most sentences in one SavedModel request (see
-            `ServingTranslator`).
-        report: None (silent), or a function called with one line as each
-            model is written: its final path, its size and the seconds it
-            took (the command prints them).
+        max_batch: the most sentences in one SavedModel request.
+        report: None, or a function called with one line as each model is
+            written (`export_folder`'s).
 
     Returns:
         The manifest dict, also written to `out_dir/export.json`.
 
     Raises:
         FileNotFoundError: the run folder is incomplete (from `load_run`).
-        ValueError: an unknown variant, a `max_length`, `source_length` or
-            `max_batch` that is not a positive integer, a `max_length` over
-            `MAX_OUTPUT_LENGTH` (1034), a `beam_width` out of
-            bounds, a `length_penalty` that is not a finite number >= 0, or
-            an `out_dir` that holds something else than an export.
+        ValueError: an argument out of its bounds (named), or an `out_dir`
+            that holds something else than an export.
     """
     check_tensorflow_backend("The export of a run")
     settings = _Settings(
