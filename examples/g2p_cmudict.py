@@ -13,10 +13,9 @@ SavedModel and builtin-only TFLite with the greedy and beam searches inside.
     python examples/g2p_cmudict.py export --run-dir runs/g2p web_g2p --source-length 32
     node web/build.mjs web_g2p/tflite      # the browser page (npm ci first)
 
-Time on a 2-core CPU: `train` stops within `--max-minutes` (60; `--quick`: a
-tiny model on 300 words in under a minute) and resumes after a kill;
-`evaluate` about 2 minutes (12k words, greedy and beam 4), printing WER, PER
-and a table by word length; `export` a minute; `pronounce` prints one line
+Time on a 2-core CPU: `train` within `--max-minutes` (60; `--quick`: under a
+minute), resuming after a kill; `evaluate` 2 minutes (12k words, greedy and
+beam 4: WER, PER, a table by length); `export` a minute; `pronounce` a line
 of phones per word.
 """
 
@@ -26,7 +25,9 @@ import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("KERAS_ATTENTION_QUIET_NATIVE_LOG", "1")  # backend/native_log.py
+import keras_attention  # noqa: E402, F401, I001 (first: its filter sees TensorFlow start)
+# isort: split
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -43,6 +44,7 @@ from keras_attention import training  # noqa: E402
 from keras_attention.arguments.cli_types import non_negative_int  # noqa: E402
 from keras_attention.arguments.cli_types import positive_int  # noqa: E402
 from keras_attention.arguments.cli_types import unit_interval  # noqa: E402
+from keras_attention.files.atomic import DiskFullError  # noqa: E402
 from keras_attention.files.atomic import write_json  # noqa: E402
 from keras_attention.files.file_hash import check_sha256  # noqa: E402
 from keras_attention.files.model_file import ModelFileError  # noqa: E402
@@ -173,11 +175,9 @@ class Vocabulary:
 
     @classmethod
     def from_lexicon(cls, lexicon):
+        graphemes = SymbolVocabulary.from_sequences(lexicon, ["<pad>"]).symbols
         phones = (pron for prons in lexicon.values() for pron in prons)
-        return cls(
-            SymbolVocabulary.from_sequences(lexicon, ["<pad>"]).symbols,
-            SymbolVocabulary.from_sequences(phones, PHONE_SPECIALS).symbols,
-        )
+        return cls(graphemes, SymbolVocabulary.from_sequences(phones, PHONE_SPECIALS).symbols)
 
     def to_json(self):
         return {"graphemes": self.graphemes, "phones": self.phones}
@@ -590,7 +590,7 @@ def main(argv=None):
     commands = {"train": train, "evaluate": evaluate, "pronounce": pronounce, "export": export_run}
     try:
         return commands[args.command](args)
-    except (FileNotFoundError, ValueError, training.RunWriteError, training.DiskFullError) as error:
+    except (FileNotFoundError, ValueError, training.RunWriteError, DiskFullError) as error:
         if args.command in ("train", "evaluate", "export"):
             raise SystemExit(f"{args.command}: {error}") from None
         raise

@@ -30,6 +30,9 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("KERAS_ATTENTION_QUIET_NATIVE_LOG", "1")  # backend/native_log.py
+import keras_attention  # noqa: E402, F401, I001 (first: its filter sees TensorFlow start)
+# isort: split
 
 import keras  # noqa: E402
 

@@ -3,7 +3,8 @@
     keras-attention-translate [--data-dir DIR] [--verbose] COMMAND [options]
     python -m keras_attention.translation ...   (the same)
 
---verbose also shows TensorFlow's INFO lines (the SavedModel writer's).
+--verbose also shows TensorFlow's INFO lines (the SavedModel writer's) and its
+C++ start-up log (keras_attention.backend.native_log).
 
 Commands (each has --help):
 
