@@ -221,3 +221,69 @@ def test_export_command_says_what_is_wrong_in_one_line(tmp_path):
         f"python -m keras_attention.export: error: No model file at {missing!r}."
     )
     assert not (tmp_path / "out").exists()
+
+
+OWN_LAYER = textwrap.dedent(
+    """
+    import keras
+
+
+    @keras.saving.register_keras_serializable(package="mine")
+    class Twice(keras.layers.Layer):
+        def call(self, x):
+            return x * 2
+    """
+)
+OWN_MODEL = textwrap.dedent(
+    """
+    import sys
+
+    import keras
+    from my_layers import Twice
+
+    from keras_attention import BahdanauAttention
+    from keras_attention import BahdanauDecoder
+
+    source = keras.Input((None,), dtype="int32")
+    target_in = keras.Input((None,), dtype="int32")
+    x = keras.layers.Embedding(20, 8, mask_zero=True)(source)
+    memory = keras.layers.Bidirectional(keras.layers.GRU(8, return_sequences=True))(x)
+    y = keras.layers.Embedding(20, 8, mask_zero=True)(target_in)
+    outputs, _, _ = BahdanauDecoder(8, BahdanauAttention(8))(y, memory)
+    model = keras.Model([source, target_in], keras.layers.Dense(20)(Twice()(outputs)))
+    model.save(sys.argv[1])
+    """
+)
+
+
+@pytest.mark.tensorflow
+def test_a_model_of_ones_own_classes_exports_with_import_and_says_so_without(tmp_path):
+    (tmp_path / "my_layers.py").write_text(OWN_LAYER)
+    package_root = str(Path(keras_attention.__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), package_root]))
+    made = subprocess.run(
+        [sys.executable, "-c", OWN_MODEL, str(tmp_path / "model.keras")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr[-4000:]
+    command = [sys.executable, "-m", "keras_attention.export", str(tmp_path / "model.keras")]
+    command += ["--start-id", "1", "--end-id", "2", "--variants", "float32", "--max-length", "4"]
+    refused = subprocess.run(
+        [*command, str(tmp_path / "refused")], env=env, capture_output=True, text=True
+    )
+    assert refused.returncode == 2
+    line = refused.stderr.strip().splitlines()[-1]
+    assert "the model holds 'Twice'" in line, line
+    assert "--import MODULE" in line, line
+    assert not (tmp_path / "refused").exists()
+    exported = subprocess.run(
+        [*command, str(tmp_path / "out"), "--import", "my_layers"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert exported.returncode == 0, exported.stderr[-4000:]
+    assert (tmp_path / "out" / "model.tflite").is_file()

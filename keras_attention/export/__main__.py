@@ -34,6 +34,7 @@ from pathlib import Path
 import keras
 
 from keras_attention.export.arguments import add_export_arguments
+from keras_attention.files.model_file import load_model
 
 PROG = "python -m keras_attention.export"
 # The file of each variant in OUT_DIR.
@@ -114,7 +115,8 @@ def main(argv=None):
         path = Path(args.model)
         if not path.is_file():
             raise FileNotFoundError(f"No model file at {str(path)!r}.")
-        model = keras.saving.load_model(path, compile=False)
+        hint = "pass --import MODULE, the module that defines it"
+        model = load_model(path, import_hint=hint, compile=False)
         generator = Seq2SeqGenerator.from_model(model, args.start_id, args.end_id)
         out_dir = Path(args.out_dir)
         search = {

@@ -1,5 +1,7 @@
 """`load_model`: a `.keras` file, or one line saying why it cannot be read."""
 
+import re
+
 import keras
 
 
@@ -7,8 +9,15 @@ class ModelFileError(ValueError):
     """A `.keras` file that Keras cannot load; the message, one line, names it."""
 
 
-def load_model(path, **options):
+def load_model(path, import_hint="import the module that registers it before loading", **options):
     """`keras.saving.load_model(path, **options)` in Keras's safe mode.
+
+    Args:
+        path: the `.keras` file.
+        import_hint: what the message of a class that is not registered
+            tells the user to do (a command says its flag: "pass --import
+            MODULE").
+        **options: `keras.saving.load_model`'s.
 
     Raises:
         ModelFileError: the model holds a `Lambda` layer (arbitrary Python
@@ -28,6 +37,9 @@ def load_model(path, **options):
             text = text[:400] + " ..."
         if "`Lambda` layer" in text:
             text += " (replace the Lambda with a registered layer class of its own)"
-        elif "Could not locate" in text:
-            text += " (import the module that registers it before loading)"
+        elif missing := re.search(r"Could not locate (?:class|function) '([^']+)'", text):
+            text = (
+                f"the model holds {missing.group(1)!r}, which no imported module registers "
+                f"(keras.saving.register_keras_serializable): {import_hint}"
+            )
         raise ModelFileError(f"{path} cannot be loaded: {text}") from error
