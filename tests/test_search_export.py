@@ -31,7 +31,7 @@ from keras_attention.export import tflite_operators
 from keras_attention.export.generator_module import GeneratorModule
 from keras_attention.generation import search
 from keras_attention.generation import search_defaults
-from keras_attention.generation import seq2seq_generator
+from keras_attention.generation import step_search
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
 from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.translation import lite
@@ -123,8 +123,9 @@ def test_the_search_in_tflite_gives_the_tokens_of_keras(search_tflite, signature
 
 
 def test_the_generator_runs_this_search():
-    assert seq2seq_generator.greedy_search is search.greedy_search
-    assert seq2seq_generator.beam_search is search.beam_search
+    # Seq2SeqGenerator and EnsembleGenerator search through their StepSearch.
+    assert step_search.greedy_search is search.greedy_search
+    assert step_search.beam_search is search.beam_search
 
 
 # ----------------------------------------------------------------- defaults
