@@ -345,3 +345,65 @@ def test_check_policy_names_the_runtime_that_cannot_train_in_it(monkeypatch):
     assert "'tensorflow' (cpu) cannot train in float16" in message
     assert "TypeError: Could not find device for node MatMul" in message
     assert "second line" not in message  # one line of the runtime's error
+
+
+@pytest.mark.parametrize("name", ["bahdanau", "luong"])
+def test_a_script_that_keeps_the_mixed_policy_exports_every_variant(cases, name, tmp_path):
+    # As a training script runs: the global policy still mixed when the
+    # generator is made and exported (bahdanau: mixed_float16, luong:
+    # mixed_bfloat16).
+    case = cases[name]
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(case.policy)
+    try:
+        generator = Seq2SeqGenerator.from_model(case.model, START, case.end_id)
+        paths = {}
+        for quantization in ("float32", "float16", "int8"):
+            paths[quantization] = tmp_path / f"{quantization}.tflite"
+            export_tflite(
+                generator,
+                paths[quantization],
+                quantization=quantization,
+                beam_width=BEAM_WIDTH,
+                max_length=MAX_LENGTH,
+            )
+        export_saved_model(
+            generator, tmp_path / "saved", beam_width=BEAM_WIDTH, max_length=MAX_LENGTH
+        )
+        assert keras.config.dtype_policy().name == case.policy  # left as it was
+    finally:
+        keras.config.set_dtype_policy(previous)
+    served = tf.saved_model.load(str(tmp_path / "saved"))
+    for signature, search in (("serving_default", "greedy"), ("beam", "beam")):
+        got = [
+            served.signatures[signature](source=tf.constant(case.source[i : i + 50]))["tokens"]
+            for i in range(0, SOURCES, 50)
+        ]
+        same = same_rows(np.concatenate([g.numpy() for g in got]), case.expected[search])
+        assert same >= AGREEMENT * SOURCES, (signature, same)
+    # Quantized weights flip near ties of these random weights against float32
+    # Keras, as for a model built in float32: those variants must give the
+    # tokens of the same variant of the float32 reference (the counts
+    # against float32 Keras are printed).
+    reference = Seq2SeqGenerator.from_model(case.reference, START, case.end_id)
+    for quantization, path in paths.items():
+        assert non_builtin_operators(path) == {}
+        if quantization != "float32":
+            reference_path = tmp_path / f"reference_{quantization}.tflite"
+            export_tflite(
+                reference,
+                reference_path,
+                quantization=quantization,
+                beam_width=BEAM_WIDTH,
+                max_length=MAX_LENGTH,
+            )
+        for signature, search in (("generate", "greedy"), ("generate_beam", "beam")):
+            tokens = lite_tokens(path, signature, case, None)
+            keras_same = same_rows(tokens, case.expected[search])
+            print(f"{name} {case.policy} {quantization} {signature}: {keras_same}/{SOURCES}")
+            if quantization == "float32":
+                assert keras_same >= AGREEMENT * SOURCES, (signature, keras_same)
+            else:
+                expected = lite_tokens(reference_path, signature, case, None)
+                same = same_rows(tokens, expected)
+                assert same >= AGREEMENT * SOURCES, (quantization, signature, same)

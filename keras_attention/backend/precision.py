@@ -13,6 +13,8 @@ variables are float32 already under a mixed policy, so nothing is rounded);
 Backend-agnostic: Keras only, no TensorFlow.
 """
 
+import contextlib
+
 import keras
 import numpy as np
 
@@ -76,9 +78,7 @@ def check_policy(policy):
 
 def _probe(policy):
     """One training step of a tiny Dense and GRU model in `policy`."""
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(policy)
-    try:
+    with policy_scope(policy):
         inputs = keras.Input((3, 4))
         hidden = keras.layers.GRU(4, return_sequences=True)(inputs)
         outputs = keras.layers.Dense(2, dtype="float32")(hidden)  # float32 logits
@@ -88,6 +88,19 @@ def _probe(policy):
         loss = model.train_on_batch(x, np.zeros((2, 3, 2), "float32"))
         if not np.isfinite(float(np.asarray(loss))):
             raise FloatingPointError(f"the loss of one step was {float(np.asarray(loss))}")
+
+
+@contextlib.contextmanager
+def policy_scope(policy):
+    """Keras' global dtype policy set to `policy` (None: left as it is) while
+    the block runs, then put back: layers made inside keep `policy`."""
+    if policy is None:
+        yield
+        return
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        yield
     finally:
         keras.config.set_dtype_policy(previous)
 
@@ -147,11 +160,9 @@ def float32_copy(model):
             f"Invalid value for argument `model`. Expected a built layer or model "
             f"(its weights are copied). Received: {model.name!r}, not built"
         )
-    previous = keras.config.dtype_policy()
     # Sub-layers that a layer creates without a `dtype` take the global
     # policy: float32 while the copy is built.
-    keras.config.set_dtype_policy("float32")
-    try:
+    with policy_scope("float32"):
         if isinstance(model, keras.Model) and _is_graph_model(model):
             copy = keras.models.clone_model(model, clone_function=_float32_layer)
         else:
@@ -160,8 +171,6 @@ def float32_copy(model):
             copy = keras.saving.deserialize_keras_object(_float32_config(config))
             if not copy.built:
                 copy.build_from_config(model.get_build_config())
-    finally:
-        keras.config.set_dtype_policy(previous)
     _copy_weights(model, copy)
     return copy
 
@@ -218,13 +227,17 @@ def float32_generator(generator):
             "here. Build this one from float32 copies of its layers "
             "(`keras_attention.backend.precision.float32_copy(layer)`)."
         )
-    copy = type(generator).from_model(
-        float32_copy(model),
-        generator.start_id,
-        generator.end_id,
-        max_source_length=generator.max_source_length,
-        max_output_length=generator.max_output_length,
-    )
+    # The generator's own models (the encoder's, the step's) are made by
+    # `from_model`: in float32 too, whatever the global policy still is (a
+    # script that trained under `mixed_float16` exports before resetting it).
+    with policy_scope("float32"):
+        copy = type(generator).from_model(
+            float32_copy(model),
+            generator.start_id,
+            generator.end_id,
+            max_source_length=generator.max_source_length,
+            max_output_length=generator.max_output_length,
+        )
     copy.source_spec = generator.source_spec
     return copy
 

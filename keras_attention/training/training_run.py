@@ -443,7 +443,7 @@ class TrainingRun:
         config = run_folder.read_json(paths[1])
         # Loaded in the policy it trained in: under mixed_float16 the model
         # then compiles with its LossScaleOptimizer and gets its state back.
-        with _dtype_policy(config.get("mixed_precision")):
+        with precision.policy_scope(config.get("mixed_precision")):
             model = load_model(paths[0])
         return model, config, [run_folder.read_json(p) for p in paths[2:]]
 
@@ -635,7 +635,7 @@ class TrainingRun:
         policy and under its setup, restored from the run's last backed-up
         epoch on resume."""
         with (
-            _dtype_policy(self.mixed_precision),
+            precision.policy_scope(self.mixed_precision),
             self.setup() if self.setup else contextlib.nullcontext(),
         ):
             if not isinstance(model, keras.Model):
@@ -759,21 +759,6 @@ def check_distribution(distribution, devices=None):
         )
     distribution_lib.check_jax_backend(f"distribution={distribution!r}")
     return distribution_lib.data_parallel(devices)
-
-
-@contextlib.contextmanager
-def _dtype_policy(policy):
-    """Builds under `policy` (None: the global one), then puts the global
-    policy back: the model's layers keep theirs."""
-    if policy is None:
-        yield
-        return
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(policy)
-    try:
-        yield
-    finally:
-        keras.config.set_dtype_policy(previous)
 
 
 def _pad_for_devices(devices, x, y, validation_data, fit_kwargs):
