@@ -479,7 +479,7 @@ class _Checker:
         for t in range(steps):
             query = ops.cast(ops.convert_to_tensor(self.query[:, t]), layer.compute_dtype)
             this = None if noise is None else noise[t]
-            with no_random_draws(f"{self.name}.step_weights"):
+            with no_random_draws(f"{self.name}.step_weights", layer):
                 returned = layer.step_weights(query, keys, state, mask, training, this)
             if not isinstance(returned, (tuple, list)) or len(returned) != 2:
                 self.fail(

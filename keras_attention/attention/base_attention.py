@@ -32,6 +32,7 @@ from keras_attention.attention.masking import shapes_compatible
 from keras_attention.attention.masking import softmax_dtype
 from keras_attention.attention.masking import zero_masked
 from keras_attention.attention.step_guard import RandomDrawInStepError
+from keras_attention.attention.step_guard import is_traced
 from keras_attention.attention.step_guard import no_random_draws
 from keras_attention.backend import loops
 
@@ -184,8 +185,23 @@ class BaseAttention(keras.layers.Layer):
         state = self.initial_attention_state(value, None)
         if not isinstance(state, dict) or set(state) != set(self.attention_state_keys):
             return  # not build_score's doing: the step's own checks name it
-        with no_random_draws(f"{type(self).__name__}.step_weights"):
+        with no_random_draws(f"{type(self).__name__}.step_weights", self):
             self.step_weights(query, processed_keys, state, None, False, None)
+
+    def _probe_draws(self, query, processed_keys, state, value_mask, training, noise):
+        """What `attend_step` runs before `step_weights`: `step_weights` on the
+        same inputs, as a probe that raises `RandomDrawInStepError` for a draw
+        (`keras_attention.attention.step_guard`). At every trace, once per
+        compiled loop; in eager calls, at the first one with each value of
+        `training` only, so an eager step costs one set lookup."""
+        flag = bool(training)
+        traced = is_traced(query)
+        if not traced and flag in getattr(self, "_probed_eagerly", frozenset()):
+            return
+        with no_random_draws(f"{type(self).__name__}.step_weights", self):
+            self.step_weights(query, processed_keys, state, value_mask, training, noise)
+        if not traced:
+            self._probed_eagerly = getattr(self, "_probed_eagerly", frozenset()) | {flag}
 
     def _check_build_shapes(self, query_shape, value_shape, key_shape):
         """A subclass's own conditions on the sizes (e.g. divisible by heads)."""
@@ -452,8 +468,8 @@ class BaseAttention(keras.layers.Layer):
             # inside step_weights.
             noise = self.step_noise((1, ops.shape(value)[0], ops.shape(value)[1]), training)
             noise = None if noise is None else noise[0]
-        with no_random_draws(f"{type(self).__name__}.step_weights"):
-            returned = self.step_weights(query, processed_keys, state, value_mask, training, noise)
+        self._probe_draws(query, processed_keys, state, value_mask, training, noise)
+        returned = self.step_weights(query, processed_keys, state, value_mask, training, noise)
         weights, new_state = self._check_step_weights(returned, state, value.shape)  # (B, T_v)
         # The base guarantees the contract's zero at masked keys, whatever the
         # mechanism returned: a `where` that leaves a correct mechanism's

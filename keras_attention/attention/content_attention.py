@@ -235,7 +235,7 @@ class ContentAttention(BaseAttention):
 
     def _probe_step(self, query, processed_keys, value):
         # The step of a content-only layer is its score.
-        with no_random_draws(f"{type(self).__name__}.score"):
+        with no_random_draws(f"{type(self).__name__}.score", self):
             self.score(ops.expand_dims(query, 1), processed_keys)  # (B, H, 1, T_v)
 
     # ------------------------------------------------------------------ call
