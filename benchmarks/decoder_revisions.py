@@ -17,7 +17,9 @@ docs/benchmarks.md: this compares revisions, it does not publish a figure.
 
 With `--also attention` (a comma-separated list of subpackages) those are
 taken from the older revision too: the attention layers run inside every
-decoder step, so a change there is timed the same way.
+decoder step, so a change there is timed the same way. `--also all` takes the
+whole package of the older revision (for a revision whose modules lay
+elsewhere).
 
 With `--ops` it times nothing and compares, for each decoder, the operators
 of its traced training step instead (forward and gradient, loop bodies
@@ -52,19 +54,25 @@ def old_package(revision, into, folders=("decoders",)):
     with each of `folders` (subpackages of `keras_attention/`) as it was at
     `revision`."""
     target = Path(into) / OLD
-    shutil.copytree(ROOT / "keras_attention", target, ignore=shutil.ignore_patterns("__pycache__"))
+    whole = list(folders) == ["all"]  # a revision whose modules lay elsewhere
+    if not whole:
+        shutil.copytree(
+            ROOT / "keras_attention", target, ignore=shutil.ignore_patterns("__pycache__")
+        )
     archive = subprocess.run(
         ["git", "-C", str(ROOT), "archive", revision]
-        + [f"keras_attention/{folder}" for folder in folders],
+        + (["keras_attention"] if whole else [f"keras_attention/{f}" for f in folders]),
         check=True,
         capture_output=True,
     ).stdout
     extracted = Path(into) / "git"  # not on the path: no second `keras_attention`
     extracted.mkdir()
     subprocess.run(["tar", "-x", "-C", str(extracted)], input=archive, check=True)
-    for folder in folders:
+    for folder in [] if whole else folders:
         shutil.rmtree(target / folder)
         shutil.move(extracted / "keras_attention" / folder, target / folder)
+    if whole:
+        shutil.move(extracted / "keras_attention", target)
     shutil.rmtree(extracted)
     # The copy imports itself, and registers its layers under its own name.
     for path in target.rglob("*.py"):
@@ -202,6 +210,9 @@ def main(argv=None):
         if at + 1 >= len(rest):
             sys.exit("decoder_revisions.py: --also needs subpackages (e.g. --also attention)")
         for folder in rest[at + 1].split(","):
+            if folder == "all":  # the whole package of `revision`
+                folders = ["all"]
+                break
             if not (ROOT / "keras_attention" / folder).is_dir():
                 sys.exit(
                     f"decoder_revisions.py: --also {folder}: no keras_attention/{folder}/ "
