@@ -14,48 +14,36 @@ import argparse
 import math
 
 
+def _number(text, parse, accept, expected):
+    """`parse(text)` if it parses and `accept`s it; else the one-line error
+    "expected EXPECTED, got TEXT" (NaN is accepted by no range)."""
+    try:
+        value = parse(text)
+    except ValueError:
+        value = math.nan
+    if not accept(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
+    return value
+
+
 def positive_int(text):
     """An integer of 1 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
+    return _number(text, int, lambda v: v >= 1, "a positive integer")
 
 
 def non_negative_int(text):
     """An integer of 0 or more (0 often meaning "the default" or "none")."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {text}")
-    return value
+    return _number(text, int, lambda v: v >= 0, "0 or more")
 
 
 def positive_float(text):
     """A finite number above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0.0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
+    return _number(text, float, lambda v: 0.0 < v < math.inf, "a positive number")
 
 
 def unit_interval(text):
     """A number in [0, 1): a dropout rate, a label smoothing."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text}")
-    return value
+    return _number(text, float, lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
 
 
 def positive_int_up_to(bound, reason):
