@@ -51,6 +51,7 @@ EVERY_BACKEND=(
     tests/test_gmm_attention.py
     tests/test_custom_attention.py
     tests/test_call_state.py
+    tests/test_attention_door.py
     # A user's own model in a crash-safe run (keras_attention.training).
     tests/test_training_run.py
     tests/test_contract_checker.py
