@@ -480,9 +480,15 @@ class BaseAttention(keras.layers.Layer):
         # reports the breach by name.
         weights = ops.cast(zero_masked(weights, value_mask), dtype)
         context = ops.einsum("bv,bvd->bd", weights, value)  # (B, d_v)
+        return self._padded_step_kept(context, weights, state, new_state, query_mask)
+
+    def _padded_step_kept(self, context, weights, state, new_state, query_mask):
+        """`(context, weights, new_state)` of a step, with zero context and
+        weights and the state passed on unchanged in the rows `query_mask`
+        pads; the state in `state_dtype`."""
         if query_mask is not None:
             keep = ops.cast(query_mask, "bool")  # (B,)
-            zero = ops.zeros((), dtype=dtype)
+            zero = ops.zeros((), dtype=self.compute_dtype)
             context = ops.where(keep[:, None], context, zero)
             weights = ops.where(keep[:, None], weights, zero)
             new_state = {
