@@ -852,3 +852,26 @@ def test_a_full_disk_while_training_is_one_line_naming_the_file(tmp_path, monkey
     assert message.startswith(f"train: No space left to write {run_dir / runs.MODEL_FILE}: ")
     assert "at least 4,096 bytes" in message and "\n" not in message
     assert not list(run_dir.glob(".tmp-*"))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock and O_NOFOLLOW")
+@pytest.mark.parametrize("kind", ["link to a file", "dangling link", "fifo"])
+def test_a_lock_file_that_is_a_link_or_fifo_is_refused_and_nothing_written(tmp_path, kind):
+    from keras_attention.training.run_folder import LOCK_FILE
+    from keras_attention.training.run_folder import RunFolderError
+    from keras_attention.training.run_lock import RunLock
+
+    run_dir, target = tmp_path / "run", tmp_path / "notes.txt"
+    run_dir.mkdir()
+    target.write_text("the user's notes\n")
+    lock = run_dir / LOCK_FILE
+    if kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.symlink_to(target if kind == "link to a file" else tmp_path / "nowhere")
+    with pytest.raises(RunFolderError, match=r"lock file of the run .* is (a symbolic link|not a)"):
+        with RunLock(run_dir):
+            pass
+    assert target.read_text() == "the user's notes\n"
+    assert not (tmp_path / "nowhere").exists()
+    assert lock.is_symlink() or kind == "fifo"

@@ -2,6 +2,7 @@
 
 import logging
 import os
+import stat
 from pathlib import Path
 
 try:
@@ -11,6 +12,7 @@ except ImportError:  # Windows: the lock falls back to the pid in the file
 
 from keras_attention.files.atomic import process_is_running
 from keras_attention.training.run_folder import LOCK_FILE
+from keras_attention.training.run_folder import RunFolderError
 from keras_attention.training.run_folder import RunInUseError
 
 # Where Linux lists the locks held on files, with their holders.
@@ -40,6 +42,8 @@ class RunLock:
     Raises (on entry):
         RunInUseError: another process holds the lock; the message names it
             and the lock file.
+        RunFolderError: the lock file is a symbolic link or not a regular
+            file (a FIFO, a folder): never followed, nothing written.
     """
 
     def __init__(self, run_dir):
@@ -96,7 +100,19 @@ class RunLock:
         )
 
     def _flock(self):
-        descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        # Never through a link: the pid written into the lock would truncate
+        # whatever file the link names (any file the user can write).
+        try:
+            descriptor = os.open(
+                self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666
+            )
+        except OSError as error:
+            if self.path.is_symlink():
+                raise self._not_a_file("a symbolic link") from error
+            raise
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            raise self._not_a_file("not a regular file")
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -118,6 +134,13 @@ class RunLock:
             self.stale_alive = process_is_running(previous)
         self._write_pid(descriptor)
         return True
+
+    def _not_a_file(self, what):
+        return RunFolderError(
+            f"{self.path}, the lock file of the run {self.run_dir}, is {what}; the lock "
+            "is a file of the run's own, never followed elsewhere. Nothing was written: "
+            "remove it, or use another run folder."
+        )
 
     def _exclusive_create(self):
         try:
