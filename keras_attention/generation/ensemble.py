@@ -14,10 +14,8 @@ import math
 
 from keras import ops
 
-from keras_attention.generation.search_defaults import BEAM_WIDTH
-from keras_attention.generation.search_defaults import COVERAGE_PENALTY
-from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.seq2seq_generator import Seq2SeqGenerator
+from keras_attention.generation.step_search import Searching
 from keras_attention.generation.step_search import StepSearch
 
 # The members' states travel through the search as one flat dict, keyed
@@ -26,7 +24,7 @@ from keras_attention.generation.step_search import StepSearch
 _MEMBER_KEY = "member{}_{}"
 
 
-class EnsembleGenerator:
+class EnsembleGenerator(Searching):
     """Several `Seq2SeqGenerator`s of one target vocabulary decoding as one.
 
     At each step every member reads the same previous token and its own
@@ -176,37 +174,6 @@ class EnsembleGenerator:
     # The `StepSearch` of one generator, over the pieces above (`encode`,
     # `step`, `check_source`, the ids, the bounds, `variables`): one search,
     # whether one model decodes or several.
-
-    def check_max_length(self, max_length):
-        """As `Seq2SeqGenerator.check_max_length`."""
-        return self.search.check_max_length(max_length)
-
-    def resolve_max_length(self, source_length, max_length):
-        """As `Seq2SeqGenerator.resolve_max_length`."""
-        return self.search.resolve_max_length(source_length, max_length)
-
-    def greedy_graph(self, source, max_length=None, empty_columns=True):
-        """As `Seq2SeqGenerator.greedy_graph`, over the ensemble's step."""
-        return self.search.greedy_graph(source, max_length, empty_columns)
-
-    def beam_graph(self, source, settings=None, max_length=None, empty_columns=True):
-        """As `Seq2SeqGenerator.beam_graph`, over the ensemble's step."""
-        return self.search.beam_graph(source, settings, max_length, empty_columns)
-
-    def greedy(self, source, max_length=None):
-        """As `Seq2SeqGenerator.greedy`, over the ensemble's step."""
-        return self.search.greedy(source, max_length)
-
-    def beam(
-        self,
-        source,
-        beam_width=BEAM_WIDTH,
-        length_penalty=LENGTH_PENALTY,
-        coverage_penalty=COVERAGE_PENALTY,
-        max_length=None,
-    ):
-        """As `Seq2SeqGenerator.beam`, over the ensemble's step."""
-        return self.search.beam(source, beam_width, length_penalty, coverage_penalty, max_length)
 
     def __repr__(self):
         return f"EnsembleGenerator({len(self.members)} members, end_id={self.end_id})"

@@ -25,11 +25,9 @@ from keras_attention.generation.compiled import is_eager
 from keras_attention.generation.model_graph import ModelGraph
 from keras_attention.generation.model_graph import check_special_ids
 from keras_attention.generation.recurrent_decoder import RecurrentDecoder
-from keras_attention.generation.search_defaults import BEAM_WIDTH
-from keras_attention.generation.search_defaults import COVERAGE_PENALTY
-from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_OUTPUT_LENGTH
 from keras_attention.generation.search_defaults import MAX_SOURCE_LENGTH
+from keras_attention.generation.step_search import Searching
 from keras_attention.generation.step_search import StepSearch
 
 # The bounds of `search_defaults`, under the names the constructor documents.
@@ -45,7 +43,7 @@ def _check_token_id(name, value):
         )
 
 
-class Seq2SeqGenerator:
+class Seq2SeqGenerator(Searching):
     """Generates sequences with a trained attentional encoder-decoder.
 
     Build it from a functional model with `Seq2SeqGenerator.from_model(model,
@@ -381,83 +379,6 @@ class Seq2SeqGenerator:
             if isinstance(size, numbers.Integral):
                 return int(size)
         return None
-
-    def check_max_length(self, max_length):
-        """`max_length` checked against `max_output_length`; None stays None
-        (each source's default bound, resolved once, in the search)."""
-        return self.search.check_max_length(max_length)
-
-    def resolve_max_length(self, source_length, max_length):
-        """`max_length`, checked, or the default bound of a source of
-        `source_length` positions: min(2·S + 10, max_output_length)."""
-        return self.search.resolve_max_length(source_length, max_length)
-
-    def greedy_graph(self, source, max_length=None, empty_columns=True):
-        """Greedy search as traced code (no `tf.function` around it): for
-        exporting or wrapping in a graph of one's own.
-
-        `empty_columns=False` keeps one (zero) attention column for an empty
-        source instead of none: a TFLite model cannot return an empty tensor.
-        """
-        return self.search.greedy_graph(source, max_length, empty_columns)
-
-    def beam_graph(self, source, settings=None, max_length=None, empty_columns=True):
-        """Beam search as traced code; see `beam` and `greedy_graph`.
-
-        Args:
-            source: as in `greedy_graph`.
-            settings: a `search_defaults.BeamSettings` (width and penalties);
-                None for the defaults.
-            max_length: as in `greedy_graph`.
-            empty_columns: as in `greedy_graph`.
-        """
-        return self.search.beam_graph(source, settings, max_length, empty_columns)
-
-    def greedy(self, source, max_length=None):
-        """Greedy decoding of a batch.
-
-        Args:
-            source: (batch, S) token ids or (batch, S, F) features.
-            max_length: the most output tokens, END included; default, for
-                each source, min(2·S + 10, max_output_length), S its positions
-                up to the last one that is not padding (the exported models'
-                bound for it alone).
-
-        Returns:
-            dict: "tokens" (batch, L) int32, END included then 0; "lengths"
-            (batch,) int32; "log_probs" (batch,) float32; "attention" (batch,
-            L, S) float32; L = max_length (by default, the bound of the
-            padded width S, zeros after each source's `lengths`).
-        """
-        return self.search.greedy(source, max_length)
-
-    def beam(
-        self,
-        source,
-        beam_width=BEAM_WIDTH,
-        length_penalty=LENGTH_PENALTY,
-        coverage_penalty=COVERAGE_PENALTY,
-        max_length=None,
-    ):
-        """Beam search (GNMT length and coverage penalties) of a batch.
-
-        Args:
-            source: (batch, S) token ids or (batch, S, F) features.
-            beam_width: hypotheses kept per source, at most
-                `search_defaults.MAX_BEAM_WIDTH` and the target vocabulary.
-            length_penalty: the GNMT alpha; 0 ranks by log-probability.
-            coverage_penalty: the GNMT beta; 0 disables it.
-            max_length: as in `greedy`.
-
-        The defaults are those of `keras_attention.generation.search_defaults`,
-        shared with the SavedModel and TFLite exports.
-
-        Returns:
-            The dict of `greedy` for the best hypothesis, plus "scores"
-            (batch,), "all_tokens" (batch, beam_width, L) and "all_scores"
-            (batch, beam_width).
-        """
-        return self.search.beam(source, beam_width, length_penalty, coverage_penalty, max_length)
 
     # ------------------------------------------------------------- export
 
