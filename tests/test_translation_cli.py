@@ -189,7 +189,10 @@ def _unloadable_model(kind):
 
 EXPECTED = {
     "lambda": r"Requested the deserialization of a `Lambda` layer.*registered layer class",
-    "unknown": r"Could not locate class 'Unregistered'.*import the module that registers",
+    "unknown": (
+        r"the model holds 'Unregistered', which no imported module registers"
+        r".*import the module that registers"
+    ),
 }
 
 
