@@ -25,11 +25,18 @@ STARTUP = [
     "rebuild TensorFlow with the appropriate compiler flags.",
     "E0000 00:00:1796659533.642130   16803 cuda_platform.cc:52] failed call to cuInit: INTERNAL",
     "W0000 00:00:1796659533.642130   16803 gpu_device.cc:2342] Cannot dlopen some GPU libraries.",
+    "2026-12-07 17:58:51.178950: I external/local_tsl/tsl/cuda/cudart_stub.cc:32] Could not "
+    "find cuda drivers on your machine, GPU will not be used.",
+    "2026-12-07 17:58:51.189055: E external/local_xla/xla/stream_executor/cuda/cuda_fft.cc:479] "
+    "Unable to register cuFFT factory: Attempting to register factory for plugin cuFFT",
+    "2026-12-07 17:58:52.108206: W tensorflow/compiler/tf2tensorrt/utils/py_utils.cc:38] "
+    "TF-TRT Warning: Could not find TensorRT",
     "E0000 00:00:1796660376.826093   22105 util.cc:131] oneDNN supports DT_INT64 only on "
     "platforms with AVX-512. Falling back to the default Eigen-based implementation if present.",
 ]
 KEPT = [
     "E0000 00:00:1796659533.642130   16803 tflite.cc:12] Failed to convert: op MatMul",
+    "2026-12-07 17:58:51.189055: E tensorflow/lite/convert.cc:12] Failed to convert: op MatMul",
     "Traceback (most recent call last):",
     "UserWarning: a real warning",
     "train: epoch 1 of 40, loss 3.21",

@@ -40,6 +40,10 @@ NOISE = (
     # Written at error level, but a note: a kernel falls back to Eigen.
     re.compile(r"^E\d{4} [\d:.]+\s+\d+ util\.cc:\d+\] oneDNN supports \w+ only on"),
     re.compile(r"^WARNING: All log messages before absl::InitializeLog\(\) is called"),
+    # TensorFlow 2.16 and 2.17 date their lines, and say it at error level
+    # when two CUDA plugins register the same factory.
+    re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IW] \S+:\d+\] "),
+    re.compile(r"^\d{4}-\d\d-\d\d [\d:.]+: E \S+:\d+\] Unable to register cu\w+ factory"),
     re.compile(r"^To enable the following instructions: .* rebuild TensorFlow"),
 )
 
