@@ -2,7 +2,7 @@
 
 Modules: `check` (the `KERAS_BACKEND` variable, checked before Keras is imported; imports
 nothing), `native_log` (TensorFlow's C++ start-up log kept off the
-package's commands' standard error; imports nothing), `loops` (a scan over time
+package's commands' standard error; standard library only), `loops` (a scan over time
 that compiles and differentiates on every backend)
 and `precision` (mixed-precision policies checked before training, float32 copies for
 export).

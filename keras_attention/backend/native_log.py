@@ -28,10 +28,12 @@ import sys
 import threading
 from pathlib import Path
 
+from keras_attention.backend.check import CONSOLE_SCRIPTS
+
 ENV_VAR = "KERAS_ATTENTION_QUIET_NATIVE_LOG"
-# The package's commands, as `python -m` runs them, and its console script.
+# The package's commands, as `python -m` runs them (its console scripts are
+# `check.CONSOLE_SCRIPTS`).
 COMMAND_MODULES = ("keras_attention.translation", "keras_attention.export")
-CONSOLE_SCRIPTS = ("keras-attention-translate",)
 # Lines of TensorFlow's (and XLA's) C++ log that say nothing to a user of
 # the command. An absl line: severity and date, time, thread, file:line].
 NOISE = (
