@@ -213,7 +213,7 @@ def _layer_of(mechanism):
 # for, the extra of keras-seq2seq-attention that brings it).
 _TFLITE_PACKAGES = (
     ("tensorflow", "tensorflow", "the TFLite converter", "tensorflow"),
-    ("ai_edge_litert.interpreter", "ai-edge-litert", "the TFLite interpreter", "examples"),
+    ("ai_edge_litert.interpreter", "ai-edge-litert", "the TFLite interpreter", "tensorflow"),
 )
 
 

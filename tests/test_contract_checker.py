@@ -405,7 +405,7 @@ def test_a_missing_ai_edge_litert_is_reported_as_a_missing_package(monkeypatch):
     report = check_attention(lambda: GMMAttention(2), tflite=True, decoders=())
     result = report["builtin-only TFLite"]
     assert result.startswith("missing package: ai-edge-litert ")
-    assert result.endswith('pip install "keras-seq2seq-attention[examples]"')
+    assert result.endswith('pip install "keras-seq2seq-attention[tensorflow]"')
     assert all(report[p] == "passed" for p in PROMISES[:-1]), report
 
 

@@ -12,7 +12,9 @@ try:
 except ImportError as error:
     raise ImportError(
         "keras_attention.export needs TensorFlow (the SavedModel format and the "
-        "TFLite converter): pip install keras-seq2seq-attention[tensorflow]"
+        "TFLite converter): pip install keras-seq2seq-attention[tensorflow]",
+        # Named after the package: `python -m` then prints this line alone.
+        name="keras_attention.export",
     ) from error
 
 from keras_attention.export.arguments import add_export_arguments

@@ -25,7 +25,9 @@ except ImportError as error:
     raise ImportError(
         "keras_attention.translation needs TensorFlow and tensorflow-text (its tf.data "
         "pipeline and tokenizer), whatever the Keras backend: "
-        "pip install keras-seq2seq-attention[tensorflow]"
+        "pip install keras-seq2seq-attention[tensorflow]",
+        # Named after the package: `python -m` then prints this line alone.
+        name="keras_attention.translation",
     ) from error
 
 from keras_attention.translation.data import ENV_VAR

@@ -33,6 +33,8 @@ import keras
 from keras_attention.arguments.cli_types import positive_float as _positive_float
 from keras_attention.arguments.cli_types import positive_int as _positive_int
 from keras_attention.arguments.cli_types import unit_interval as _unit_interval
+from keras_attention.backend.check import TRANSLATOR_NEEDS
+from keras_attention.backend.check import require_packages
 from keras_attention.backend.precision import PolicyError
 from keras_attention.export.arguments import beam_width as _beam_width
 from keras_attention.export.arguments import penalty as _penalty
@@ -393,6 +395,7 @@ def main(argv=None, prog=None):
     that fails raises `SystemExit` with its message."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     args = parse_args(argv, prog)
+    require_packages(args.command, TRANSLATOR_NEEDS[args.command])
     with library_logging(args.verbose):
         return args.func(args)
 
