@@ -16,6 +16,7 @@ folder holding anything else than an export's files is refused, unchanged.
 `export_folder` with a text-in SavedModel, its vocabularies and its manifests.
 """
 
+import os
 import time
 from pathlib import Path
 
@@ -72,17 +73,24 @@ def check_variants(variants):
 def check_export_folder(out_dir, names=(SAVED_MODEL_DIR, TFLITE_DIR)):
     """Raises `ValueError` unless `out_dir` is missing, empty or an export
     (it holds only `names`): an export replaces the folder whole, so it must
-    hold nothing else.
+    hold nothing else. No link is followed: a folder that is a symbolic link,
+    or one whose `names` are, is refused (an export writes no link, and would
+    otherwise carry the files of the link's target into the new export).
 
     Args:
         out_dir: the folder an export is about to replace.
         names: the entries an export writes there.
     """
     out_dir = Path(out_dir)
+    if out_dir.is_symlink():
+        raise ValueError(_link_message(out_dir, "The export folder"))
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"The export folder {out_dir} is a file.")
     if not out_dir.exists():
         return
+    for name in names:
+        if (out_dir / name).is_symlink():
+            raise ValueError(_link_message(out_dir / name, "In the export folder,"))
     foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in set(names))
     if foreign:
         raise ValueError(
@@ -91,6 +99,14 @@ def check_export_folder(out_dir, names=(SAVED_MODEL_DIR, TFLITE_DIR)):
             "export replaces its folder whole. Nothing was changed. Export into a new "
             "or empty folder, or an earlier export."
         )
+
+
+def _link_message(path, what):
+    return (
+        f"{what} {path} is a symbolic link (to {os.readlink(path)}); an export replaces "
+        "its folder whole and never writes through a link. Nothing was changed. Export "
+        "into a real folder (the link's target, or a new one)."
+    )
 
 
 class FolderFiles:

@@ -6,10 +6,12 @@ folder (an export): into a temporary sibling folder, swapped in by renames
 when it is complete. A process killed at any instant leaves the old content
 or the new one, never a mix.
 
-Temporary names start with `TEMP_PREFIX` and the writer's process id, so that
-they are never read as content and a later writer can tell a dead writer's
-leftovers from a live one's. New files get the mode any other file gets (0666
-less the umask), so that a web server can read an exported model.
+Temporary names start with `TEMP_PREFIX` (this package's mark) and the
+writer's process id, so that they are never read as content, a later writer
+can tell a dead writer's leftovers from a live one's, and no file of the
+user's (a `.tmp-notes.txt`) is ever taken for one (`is_temporary`). New
+files get the mode any other file gets (0666 less the umask), so that a web
+server can read an exported model.
 
 A write that fails because the disk is full (or the quota spent) raises
 `DiskFullError`, naming the file, how far it got and the space left, and
@@ -31,7 +33,10 @@ from pathlib import Path
 
 # Temporary files and folders start with this (and the writer's process id):
 # a glob for the cleanup, and never a name that Keras or an app would read.
-TEMP_PREFIX = ".tmp-"
+# The package's name in it: a user's `.tmp-*` file is never taken for ours.
+TEMP_PREFIX = ".tmp-keras-attention-"
+# `TEMP_PREFIX PID - [tag -] NAME`: what `temporary_name` makes.
+_TEMPORARY = re.compile(rf"^{re.escape(TEMP_PREFIX)}(\d+)-.")
 # Test hook: seconds to sleep between writing a temporary file (or folder) and
 # renaming it, so that a test can kill a process inside a write.
 WRITE_DELAY_ENV = "KERAS_ATTENTION_WRITE_DELAY"
@@ -53,9 +58,23 @@ class DiskFullError(OSError):
 
 
 def temporary_name(path, tag=""):
-    """The temporary sibling of `path` for this process: `.tmp-PID-[tag-]NAME`."""
+    """The temporary sibling of `path` for this process:
+    `.tmp-keras-attention-PID-[tag-]NAME`."""
     path = Path(path)
     return path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{tag + '-' if tag else ''}{path.name}")
+
+
+def temporary_pid(name):
+    """The process id in `name` when it is a temporary name of this package
+    (`temporary_name`), else None: any other `.tmp-*` name is the user's."""
+    match = _TEMPORARY.match(name)
+    return int(match.group(1)) if match else None
+
+
+def is_temporary(name):
+    """Whether `name` (a file or folder name) is a temporary name of this
+    package (`temporary_name`), never a user's `.tmp-notes.txt`."""
+    return temporary_pid(name) is not None
 
 
 @contextlib.contextmanager
@@ -188,8 +207,8 @@ def _write_delay():
 
 def _siblings(folder):
     """`(path, pid, is_old)` of the temporary siblings of `folder`:
-    `.tmp-PID-NAME` (a folder being written) and `.tmp-PID-old-NAME` (the
-    previous folder, during a swap)."""
+    `TEMP_PREFIX PID-NAME` (a folder being written) and `TEMP_PREFIX
+    PID-old-NAME` (the previous folder, during a swap)."""
     pattern = re.compile(rf"^{re.escape(TEMP_PREFIX)}(\d+)-(old-)?{re.escape(folder.name)}$")
     if not folder.parent.is_dir():
         return []
@@ -220,17 +239,26 @@ def recover_folder(folder):
     """Undoes what a writer of `folder` killed inside `replaced_folder` left.
 
     A writer killed between its two renames left no `folder` and the previous
-    one as `.tmp-PID-old-NAME`: it is renamed back. The temporary siblings of
+    one as `TEMP_PREFIX PID-old-NAME`: it is renamed back. The temporary siblings of
     writers that are no longer running are deleted.
     """
     folder = Path(folder)
     for path, pid, is_old in _siblings(folder):
         if process_is_running(pid) and pid != os.getpid():
             continue
-        if is_old and not folder.exists():
+        if is_old and not (folder.exists() or folder.is_symlink()):
             os.replace(path, folder)
         else:
-            shutil.rmtree(path, ignore_errors=True)
+            _remove_tree(path)
+
+
+def _remove_tree(path):
+    """Deletes a folder, or the link itself where `path` is a link (never
+    its target); nothing there is not an error."""
+    if path.is_symlink():
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -249,9 +277,16 @@ def replaced_folder(folder, keep=()):
         keep: paths inside the old `folder`, relative to it, to carry over
             when the new content has none of that name (hard links where the
             file system allows, else copies), e.g. the other versions of a
-            SavedModel.
+            SavedModel. A path that is a symbolic link is carried over as
+            that link: its target is never read, linked or written.
+
+    Raises:
+        ValueError: a path of `keep` lies under a symbolic link inside
+            `folder`, or outside it (named; nothing is written).
     """
     folder = Path(folder)
+    for name in keep:
+        _check_kept(folder, name)
     folder.parent.mkdir(parents=True, exist_ok=True)
     recover_folder(folder)
     staging = temporary_name(folder)
@@ -267,24 +302,45 @@ def replaced_folder(folder, keep=()):
         fsync(staging, folder=True)
         _write_delay()
         previous = temporary_name(folder, "old")
-        if folder.exists():
-            os.replace(folder, previous)
+        if folder.exists() or folder.is_symlink():
+            os.replace(folder, previous)  # a link is moved aside, not followed
         os.replace(staging, folder)
         fsync(folder.parent, folder=True)
-        shutil.rmtree(previous, ignore_errors=True)
+        _remove_tree(previous)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
 
 
+def _check_kept(folder, name):
+    """Raises `ValueError` unless `folder / name` is inside `folder` and
+    reached through no symbolic link (its last part may be one)."""
+    parts = Path(name).parts
+    if not parts or Path(name).is_absolute() or ".." in parts:
+        raise ValueError(
+            f"Invalid value for argument `keep`: {name!r} is not a path inside {folder}."
+        )
+    for depth in range(len(parts) - 1):
+        parent = folder.joinpath(*parts[: depth + 1])
+        if parent.is_symlink():
+            raise ValueError(
+                f"{parent} is a symbolic link (to {os.readlink(parent)}); the files under it "
+                f"are never carried into a new {folder.name} through it. Nothing was "
+                "changed. Replace the link with a folder, or remove it."
+            )
+
+
 def _link_or_copy(source, target):
     def link(src, dst):
         try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
+            os.link(src, dst, follow_symlinks=False)
+        except (OSError, NotImplementedError):
+            shutil.copy2(src, dst, follow_symlinks=False)
 
-    if source.is_dir():
+    if source.is_symlink():
+        # The link itself, never its target's files (a user's folder).
+        os.symlink(os.readlink(source), target)
+    elif source.is_dir():
         shutil.copytree(source, target, copy_function=link, symlinks=True)
     else:
         link(source, target)

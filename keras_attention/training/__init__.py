@@ -24,6 +24,7 @@ import importlib
 _WHERE = {
     "average_weights": "averaging",
     "CorruptRunError": "run_folder",
+    "DivergedRunError": "run_folder",
     "NotARunError": "run_folder",
     "RunExistsError": "run_folder",
     "RunFolderError": "run_folder",

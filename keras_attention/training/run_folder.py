@@ -28,7 +28,12 @@ The states (`run_status`):
 
 - `NEW`: no folder, or one that holds nothing but a lock file, temporary
   files or the `worker_N` folders of a multi-worker training.
-- `FINISHED`: the mark and `finished.json`.
+- `FINISHED`: the mark and `finished.json`. A run whose training diverged (a
+  loss or a weight not finite at the end of an epoch) is finished there:
+  `finished.json` says at which epoch (`RunStatus.diverged`), and its
+  `model.keras` is the best epoch before it (none when the first epoch
+  diverged). It is not trained into again (`DivergedRunError`) but with
+  `overwrite`.
 - `UNFINISHED`: the mark without `finished.json`; it resumes after the epoch
   in `backup/state.json` (`RunStatus.epoch`), or from the start.
 
@@ -48,6 +53,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import stat
 import zipfile
@@ -55,9 +61,12 @@ from pathlib import Path
 
 import h5py
 import keras
+import numpy as np
 
-from keras_attention.files.atomic import TEMP_PREFIX
 from keras_attention.files.atomic import atomic_path
+from keras_attention.files.atomic import is_temporary
+from keras_attention.files.atomic import process_is_running
+from keras_attention.files.atomic import temporary_pid
 from keras_attention.files.atomic import write_json
 from keras_attention.files.atomic import write_text
 from keras_attention.training import averaging
@@ -106,6 +115,11 @@ class RunInUseError(RunFolderError):
     """Another process holds the folder's lock (`LOCK_FILE`)."""
 
 
+class DivergedRunError(RunExistsError):
+    """The run's training diverged: a loss or a weight was not finite at the
+    end of an epoch. The message names the epoch and what the run holds."""
+
+
 class RunOptionsError(RunFolderError):
     """A run was resumed with other options than it was started with.
 
@@ -128,12 +142,15 @@ class RunStatus:
         detail: a sentence for messages.
         legacy: a finished run of an older version, without the mark: it may
             be read, never written.
+        diverged: the epoch (1-based) at which a finished run's training
+            diverged; 0 when it did not.
     """
 
     state: str
     epoch: int = 0
     detail: str = ""
     legacy: bool = False
+    diverged: int = 0
 
 
 # ------------------------------------------------------------ writing
@@ -170,19 +187,33 @@ def write_history(run_dir, rows):
     write_text(Path(run_dir) / HISTORY_FILE, text.getvalue())
 
 
-def remove_temporaries(run_dir, folders=()):
-    """Deletes the temporary files that a killed trainer left in a run folder.
+# The temporary names of versions before `TEMP_PREFIX` held the package's
+# name (`.tmp-PID-NAME`): removed from a run's folders too, once their writer
+# is gone.
+_OLDER_TEMPORARY = re.compile(r"^\.tmp-(\d+)-.")
 
-    Only in the folders a trainer writes (the run folder, `backup/`,
-    `epochs/` and `folders`): another command may be writing its own files
-    at the same time.
+
+def remove_temporaries(run_dir, folders=()):
+    """Deletes the temporary files that killed writers left in a run folder.
+
+    Only this package's temporaries (`keras_attention.files.atomic.is_temporary`,
+    or the `.tmp-PID-NAME` of older versions) whose writer is no longer
+    running: a user's `.tmp-notes.txt` stays. Only in the folders a trainer
+    writes (the run folder, `backup/`, `epochs/` and `folders`): another
+    command may be writing its own files at the same time.
     """
     run_dir = Path(run_dir)
     for name in ("", BACKUP_DIR, EPOCHS_DIR, *folders):
         folder = run_dir / name
-        if folder.is_symlink() or not folder.is_dir():
+        if folder.is_symlink() or not folder.is_dir() or _linked_parent(run_dir, name):
             continue
-        for path in folder.glob(f"{TEMP_PREFIX}*"):
+        for path in folder.iterdir():
+            pid = temporary_pid(path.name)
+            if pid is None:
+                older = _OLDER_TEMPORARY.match(path.name)
+                pid = int(older.group(1)) if older else None
+            if pid is None or (pid != os.getpid() and process_is_running(pid)):
+                continue
             if path.is_file() and not path.is_symlink():
                 path.unlink()
 
@@ -197,11 +228,88 @@ def remove(path):
         shutil.rmtree(path)  # removes the links inside, never their targets
 
 
+def check_file_names(files, run_dir=None):
+    """The client's `files` of a run (`TrainingRun(files=...)`) as a tuple,
+    each a relative path inside the run: a run removes them when it starts
+    over, so a name that could reach outside it is refused.
+
+    Args:
+        files: the names.
+        run_dir: None, or the run folder: a name that resolves outside it
+            (through a symbolic link in it) is refused too.
+
+    Raises:
+        ValueError: `files` is a string, or a name is not a string, is empty,
+            absolute, holds a `..` part, is the run folder itself, is the
+            run's mark or lock file, or resolves outside `run_dir` (the name
+            and the argument named).
+    """
+    if isinstance(files, str | bytes | os.PathLike):
+        raise ValueError(
+            "Invalid value for argument `files`. Expected a tuple of names, e.g. "
+            f"('vocab.json',). Received: files={files!r}"
+        )
+    files = tuple(files)
+    for name in files:
+        why = _bad_file_name(name)
+        if not why and run_dir is not None:
+            inside = Path(run_dir).resolve()
+            if not (Path(run_dir) / name).resolve().is_relative_to(inside):
+                why = f"resolves to {(Path(run_dir) / name).resolve()}, outside the run folder"
+        if why:
+            raise ValueError(
+                f"Invalid value for argument `files`. Expected names of files or folders "
+                f"inside the run folder, relative to it; {name!r} {why}. Received: "
+                f"files={files!r}"
+            )
+    return files
+
+
+def _bad_file_name(name):
+    """Why `name` cannot be a client's file of a run; "" when it can."""
+    if not isinstance(name, str):
+        return f"is a {type(name).__name__}, not a string"
+    parts = Path(name).parts
+    if os.path.isabs(name) or name.startswith(("/", "\\")) or Path(name).drive:
+        return "is an absolute path"
+    if ".." in parts or ".." in name.replace("\\", "/").split("/"):
+        return "holds a '..' part, which leads out of the run folder"
+    if not parts or parts == (".",):
+        return "is the run folder itself"
+    if Path(name).name in (MARK_FILE, LOCK_FILE) and len(parts) == 1:
+        return "is a file of the run itself"
+    return ""
+
+
+def _linked_parent(run_dir, name):
+    """The first folder between `run_dir` and `run_dir / name` that is a
+    symbolic link, or None."""
+    parts = Path(name).parts
+    for depth in range(1, len(parts)):
+        parent = run_dir.joinpath(*parts[:depth])
+        if parent.is_symlink():
+            return parent
+    return None
+
+
 def clear(run_dir, files=(), keep=()):
     """Removes what a run wrote (`RUN_WRITES` and the client's `files`), the
     finished marker first; the names in `keep` stay. The mark stays: the
-    folder is still a run of this package (an unfinished one)."""
+    folder is still a run of this package (an unfinished one).
+
+    Raises:
+        RunFolderError: a name of `files` lies under a symbolic link in the
+            run (named): nothing is removed through a link.
+    """
     run_dir = Path(run_dir)
+    for name in files:
+        linked = _linked_parent(run_dir, name)
+        if linked is not None:
+            raise RunFolderError(
+                f"{linked} is a symbolic link (to {os.readlink(linked)}); the run's file "
+                f"{name} is never removed through it. Nothing was changed. Replace the "
+                "link with a folder."
+            )
     remove(run_dir / FINISHED_FILE)
     for name in (*RUN_WRITES, *files):
         if name not in keep:
@@ -345,8 +453,9 @@ def read_state(run_dir):
 
 
 def entries(run_dir):
-    """The names in `run_dir`, less temporary files."""
-    return {p.name for p in Path(run_dir).iterdir() if not p.name.startswith(TEMP_PREFIX)}
+    """The names in `run_dir`, less this package's temporary files (a user's
+    `.tmp-notes.txt` is one of the names)."""
+    return {p.name for p in Path(run_dir).iterdir() if not is_temporary(p.name)}
 
 
 def is_worker_folder(name):
@@ -408,7 +517,14 @@ def run_status(run_dir, legacy=None):
     if (run_dir / CONFIG_FILE).exists():
         read_json(run_dir / CONFIG_FILE)
     if (run_dir / FINISHED_FILE).exists() or (run_dir / FINISHED_FILE).is_symlink():
-        read_json(run_dir / FINISHED_FILE)  # a damaged marker is reported as such
+        info = read_json(run_dir / FINISHED_FILE)  # a damaged marker is reported as such
+        diverged = info.get("diverged")
+        if isinstance(diverged, dict) and isinstance(diverged.get("epoch"), int):
+            return RunStatus(
+                FINISHED,
+                detail=diverged_detail(run_dir, info),
+                diverged=diverged["epoch"],
+            )
         return RunStatus(FINISHED, detail=f"{run_dir} holds a finished run ({FINISHED_FILE})")
     state = read_state(run_dir)
     if state is not None:
@@ -419,6 +535,21 @@ def run_status(run_dir, legacy=None):
         )
     return RunStatus(
         UNFINISHED, 0, f"{run_dir} holds an unfinished run with no epoch backed up yet"
+    )
+
+
+def diverged_detail(run_dir, info):
+    """The sentence that says where a run diverged and what it holds, from
+    its `finished.json` (`info`, with a `diverged` entry)."""
+    diverged = info["diverged"]
+    best = info.get("best_epoch") or 0
+    if best and (Path(run_dir) / MODEL_FILE).exists():
+        holds = f"its {MODEL_FILE} is epoch {best}'s, the best before it"
+    else:
+        holds = f"no epoch before it ended with finite values, so it holds no {MODEL_FILE}"
+    return (
+        f"{run_dir} holds a run whose training diverged at epoch {diverged['epoch']} "
+        f"({diverged.get('reason', 'a value not finite')}); {holds}"
     )
 
 
@@ -497,6 +628,11 @@ class RunKeeper(keras.callbacks.Callback):
     the previous backup weights are deleted. Each write is atomic, so a
     process killed at any point loses at most the epoch in progress.
 
+    An epoch whose loss, monitored value or weights are not finite (NaN or
+    infinite) is not kept: training stops there (`stop_training`), the
+    backup and `model.keras` stay those of the epochs before, and
+    `diverged` says where and why.
+
     It replaces `ModelCheckpoint(save_best_only=True)`, `BackupAndRestore` and
     `CSVLogger`, which write their files in place. Put it after the callbacks
     that change the weights or the logs at the end of an epoch
@@ -511,6 +647,10 @@ class RunKeeper(keras.callbacks.Callback):
         training_time: a function of no arguments returning the run's
             training time in seconds (`TrainingTime`), recorded in the state
             as `seconds`; None: not recorded.
+
+    Attributes:
+        diverged: None, or once an epoch diverged `{"epoch": N (1-based),
+            "reason": what was not finite, "logs": that epoch's logs}`.
     """
 
     def __init__(self, run_dir, state=None, monitor="val_loss", training_time=None):
@@ -522,9 +662,33 @@ class RunKeeper(keras.callbacks.Callback):
         self.best = state.get("best")
         self.best_epoch = state.get("best_epoch", 0)
         self.history = list(state.get("history", []))
+        self.diverged = None
+
+    def _not_finite(self, logs):
+        """What of the epoch is not finite (the loss, the monitored value,
+        a weight), in words; None when all is."""
+        for key in dict.fromkeys(("loss", self.monitor)):
+            if key in logs and not math.isfinite(float(logs[key])):
+                return f"{key} {float(logs[key])}"
+        for variable in self.model.trainable_variables:
+            value = keras.ops.convert_to_numpy(variable)
+            if np.issubdtype(value.dtype, np.floating) and not np.isfinite(value).all():
+                return f"the weights {variable.path} hold values that are not finite"
+        return None
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
+        reason = self._not_finite(logs)
+        if reason is not None:
+            # Nothing of this epoch is kept: the backup and model.keras stay
+            # the last finite epochs', which a load or a resume then finds.
+            self.diverged = {
+                "epoch": epoch + 1,
+                "reason": reason,
+                "logs": {key: float(v) for key, v in logs.items()},
+            }
+            self.model.stop_training = True
+            return
         if self.monitor is None:
             improved = True  # model.keras is the last epoch's
         elif self.monitor not in logs:

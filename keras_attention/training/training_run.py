@@ -4,6 +4,7 @@ import contextlib
 import errno
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import keras
@@ -12,13 +13,16 @@ from keras_attention.arguments import cli_types
 from keras_attention.backend import precision
 from keras_attention.files.atomic import write_json
 from keras_attention.files.model_file import load_model
+from keras_attention.training import averaging
 from keras_attention.training import distribution as distribution_lib
 from keras_attention.training import run_folder
 from keras_attention.training.run_folder import CONFIG_FILE
 from keras_attention.training.run_folder import FINISHED
+from keras_attention.training.run_folder import FINISHED_FILE
 from keras_attention.training.run_folder import MODEL_FILE
 from keras_attention.training.run_folder import UNFINISHED
 from keras_attention.training.run_folder import CorruptRunError
+from keras_attention.training.run_folder import DivergedRunError
 from keras_attention.training.run_folder import NotARunError
 from keras_attention.training.run_folder import RunExistsError
 from keras_attention.training.run_folder import RunFolderError
@@ -149,6 +153,10 @@ def add_training_arguments(
     parser.add_argument("--verbose", type=int, default=1, help="Keras' fit verbosity (2: a line)")
 
 
+# What a diverged run's messages advise.
+_START_OVER = "Start it over with `overwrite=True` and other options (a lower learning rate, say)."
+
+
 class RunWriteError(OSError):
     """The run folder cannot be written (a read-only file system, no
     permission); the message names the folder. Nothing was changed."""
@@ -202,7 +210,10 @@ class TrainingRun:
         session_options: keys of `options` that a resumed run may change
             (how it runs, not what it trains: a time budget, a device count).
         files: the names of the client's own files and folders in the run,
-            removed with the run's when it is started over.
+            removed with the run's when it is started over: relative paths
+            inside the run (an absolute name, a `..` part, the run folder
+            itself or its mark or lock file is refused with a `ValueError`
+            naming it; nothing is removed through a link).
         overwrite: replace a finished run of this package, or start over a
             damaged one or an unfinished one started with other options. A
             folder that is not a run of this package is never touched.
@@ -265,6 +276,7 @@ class TrainingRun:
     ):
         self.run_dir = Path(run_dir)
         # Checked before anything is written: `check` and `fit` come later.
+        files = run_folder.check_file_names(files, run_dir)
         self.mixed_precision = check_mixed_precision(mixed_precision)
         self.distribution = check_distribution(distribution, devices)
         self.options = dict(options or {})
@@ -318,6 +330,8 @@ class TrainingRun:
             NotARunError: the folder holds something else than a run of this
                 package (or a run of an older version, read only).
             RunExistsError: it holds a finished run and not `overwrite`.
+            DivergedRunError: it holds a run whose training diverged and not
+                `overwrite` (a `RunExistsError`).
             RunOptionsError: it holds an unfinished run started with other
                 options and not `overwrite`.
             CorruptRunError: it holds a damaged run and not `overwrite`.
@@ -347,6 +361,8 @@ class TrainingRun:
             if not self.overwrite:
                 raise
             return None
+        if status.diverged and not self.overwrite:
+            raise DivergedRunError(f"{status.detail}. Nothing was changed. {_START_OVER}")
         if status.state == FINISHED and not self.overwrite:
             # A new training would start from fresh weights and replace the model.
             raise RunExistsError(
@@ -409,12 +425,16 @@ class TrainingRun:
         Raises:
             RunOptionsError: the finished run was trained with other options
                 (named): it is no answer to these.
+            DivergedRunError: the run's training diverged (the epoch named):
+                its model is no trained model of these options.
         """
         if self.overwrite:
             return False
         status = run_folder.run_status(self.run_dir, legacy=self.legacy)
         if status.state != FINISHED or status.legacy:
             return False
+        if status.diverged:
+            raise DivergedRunError(f"{status.detail}. {_START_OVER}")
         run_folder.check_options(
             self.run_dir, self.options, ignore=self.session_options, defaults=self.option_defaults
         )
@@ -427,14 +447,25 @@ class TrainingRun:
         run's mixed-precision policy, so that its optimizer loads whole),
         `config.json`, and the JSON of each of the client's `files`, in order.
 
+        A run whose training diverged gives the best epoch before it, with a
+        `RuntimeWarning` that says so.
+
         Raises:
-            UntrainedRunError: a file is missing (the message names them).
+            UntrainedRunError: a file is missing (the message names them), or
+                the run diverged in its first epoch (said so).
             keras_attention.files.model_file.ModelFileError: `model.keras` cannot
                 be loaded (one line naming it).
         """
         run_dir = Path(run_dir)
         paths = [run_dir / name for name in (MODEL_FILE, CONFIG_FILE, *files)]
         missing = [str(path) for path in paths if not path.exists()]
+        finished = run_dir / FINISHED_FILE
+        info = run_folder.read_json(finished) if finished.exists() else {}
+        if isinstance(info.get("diverged"), dict):
+            detail = run_folder.diverged_detail(run_dir, info)
+            if missing:
+                raise UntrainedRunError(f"{detail}. Nothing to load. {_START_OVER}")
+            warnings.warn(f"{detail}; that model is loaded.", RuntimeWarning, stacklevel=2)
         if missing:
             raise UntrainedRunError(
                 f"{run_dir} is not a finished run (missing {', '.join(missing)}); "
@@ -705,21 +736,32 @@ class TrainingRun:
                 **fit_kwargs,
             )
         minutes = (time.time() - start) / 60
-        print(
-            f"training took {minutes:.1f} min in this process, {len(keeper.history)} epochs "
-            f"in all; model: {self.run_dir / MODEL_FILE}"
-        )
+        if keeper.diverged is None:
+            print(
+                f"training took {minutes:.1f} min in this process, {len(keeper.history)} "
+                f"epochs in all; model: {self.run_dir / MODEL_FILE}"
+            )
         config = run_folder.read_json(self.run_dir / CONFIG_FILE)
         write_json(self.run_dir / CONFIG_FILE, dict(config, train_minutes_last_session=minutes))
+        info = {
+            "epochs": len(keeper.history),
+            "best_epoch": keeper.best_epoch,
+            **({"best_" + monitor: keeper.best} if monitor else {}),
+        }
+        if keeper.diverged is not None:
+            # The diverged epoch's weights, saved by `EpochWeights` before the
+            # keeper saw them, are not averaged with the finite ones.
+            for epoch in averaging.saved_epochs(self.run_dir):
+                if epoch > len(keeper.history):
+                    averaging.epoch_weight_path(self.run_dir, epoch).unlink()
+            info["diverged"] = keeper.diverged
         # Last: until this file exists, the run is unfinished and resumes.
-        run_folder.finish(
-            self.run_dir,
-            {
-                "epochs": len(keeper.history),
-                "best_epoch": keeper.best_epoch,
-                **({"best_" + monitor: keeper.best} if monitor else {}),
-            },
-        )
+        run_folder.finish(self.run_dir, info)
+        if keeper.diverged is not None:
+            detail = run_folder.diverged_detail(self.run_dir, info)
+            raise DivergedRunError(
+                f"Training stopped: {detail}. The run is finished there. {_START_OVER}"
+            )
         return model
 
 

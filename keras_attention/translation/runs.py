@@ -23,7 +23,7 @@ from there (`keras_attention.training.run_folder`, `keras_attention.files.atomic
 import os
 from pathlib import Path
 
-from keras_attention.files.atomic import TEMP_PREFIX
+from keras_attention.files.atomic import is_temporary
 from keras_attention.files.atomic import process_is_running
 from keras_attention.files.atomic import write_json
 from keras_attention.training import averaging
@@ -105,7 +105,7 @@ def older_finished_run(run_dir):
     refused like any folder that is not ours).
     """
     run_dir = Path(run_dir)
-    names = {p.name for p in run_dir.iterdir() if not p.name.startswith(TEMP_PREFIX)}
+    names = {p.name for p in run_dir.iterdir() if not is_temporary(p.name)}
     worker = {n for n in names if n.startswith("worker_") and n[len("worker_") :].isdigit()}
     if names - worker - _OLDER_RUN_ENTRIES or (run_dir / BACKUP_DIR).exists():
         return False
@@ -123,16 +123,25 @@ def check_evaluation_folder(run_dir, out_dir=None):
     """Raises `RunFolderError` when `evaluate` would overwrite a file it did
     not write: `out_dir` (default `RUN_DIR/eval`) holds `results.json`, a
     `.fr` file or a `.png` but neither the mark `evaluate` writes
-    (`EVALUATION_MARK`) nor is the default folder of a run of ours."""
+    (`EVALUATION_MARK`) nor is the default folder of a run of ours. A run's
+    `eval/` that is a symbolic link is refused: `evaluate` never writes through
+    a link in a run folder (to the user's own `results.json`)."""
     run_dir = Path(run_dir)
-    out_dir = Path(out_dir or run_dir / EVALUATION_DIR)
+    own = run_dir / EVALUATION_DIR
+    if own.is_symlink() and (out_dir is None or os.path.abspath(out_dir) == os.path.abspath(own)):
+        raise RunFolderError(
+            f"{own} is a symbolic link (to {os.readlink(own)}); `evaluate` never writes "
+            "through a link in a run folder. Nothing was changed. Remove the link, or "
+            "name a folder with --out-dir."
+        )
+    out_dir = Path(out_dir or own)
     if not out_dir.exists():
         return
     if not out_dir.is_dir():
         raise RunFolderError(f"--out-dir {out_dir} is a file, not a folder. Nothing was changed.")
     if (out_dir / EVALUATION_MARK).is_file():
         return
-    if out_dir.resolve() == (run_dir / EVALUATION_DIR).resolve():
+    if not own.is_symlink() and out_dir.resolve() == own.resolve():
         return  # inside the run folder, whose `eval/` older versions wrote unmarked
     written = sorted(
         p.name for p in out_dir.iterdir() if p.name == "results.json" or p.suffix in (".fr", ".png")
