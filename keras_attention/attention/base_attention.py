@@ -10,15 +10,9 @@ four public methods, whatever the mechanism:
                                                     value_mask=mask, noise=noise[t],
                                                     memory_prepared=True)
 
-and the sequence form `attend_sequence` (all queries at once; a content-only
-layer computes it in parallel, a stateful one step by step). A mechanism of
-one's own implements `build_score(d_q, d_k)` (its weights) and
-`step_weights(query, keys, state, value_mask, training, noise)` (one step's
-weights and new state); optionally `precompute_keys`, `attention_state_keys`
-with `initial_attention_state`, and `step_noise` (docs/custom_attention.md).
-Everything a user can get wrong about shapes, masks and dtypes is checked
-here, once, with messages in the symbols of the docs: batch, T_q, T_v, d_q,
-d_k, d_v, units.
+and the sequence form `attend_sequence`. What a mechanism of one's own
+implements is in the class docstring (docs/custom_attention.md); everything a
+user can get wrong about shapes, masks and dtypes is checked here, once.
 """
 
 import keras

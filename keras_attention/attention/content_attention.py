@@ -1,12 +1,7 @@
 """`ContentAttention`: attention whose weights depend on the query and keys alone.
 
-`BahdanauAttention` and `LuongAttention` score each key against the query
-(`score`) and softmax the scores: no state passes from one decoder step to
-the next, so a whole sequence of queries is attended at once (`call`,
-`attend_sequence`), in parallel. This class adds what they share to the
-contract of `BaseAttention`: heads, dropout on the weights, the parallel
-path, and `step_weights` defined through `score`, so that a content-only
-layer is the same recipe as every other mechanism.
+No state passes from one decoder step to the next, so a whole sequence of
+queries is attended at once, in parallel (`BahdanauAttention`, `LuongAttention`).
 """
 
 import keras
@@ -144,10 +139,15 @@ class ContentAttention(BaseAttention):
             otherwise masks in the compute dtype, 0 where a weight is dropped
             and 1 / (1 - dropout) elsewhere.
         """
+        if not training or self.dropout == 0.0:
+            return None
         shape = tuple(shape)
         if self.num_heads > 1:
             shape = shape[:2] + (self.num_heads,) + shape[2:]
-        return self._dropout_mask(shape, training)
+        ones = ops.ones(shape, dtype=self.compute_dtype)
+        # The sub-layer's seed generator: the layer's `seed` and its state in
+        # a `.keras` file serve both routes.
+        return keras.random.dropout(ones, self.dropout, seed=self.weights_dropout.seed_generator)
 
     def step_weights(self, query, processed_keys, state, value_mask, training, noise):
         """One step, through `score`: query (batch, d_q) → `(weights (batch, T_v), {})`.
@@ -187,16 +187,8 @@ class ContentAttention(BaseAttention):
         self._check_state(attention_state, tuple(value.shape))
         if len(query.shape) != 2:
             raise _arg_error("query", "(batch, d_q) for one step", query.shape)
-        return self._attend_averaged(
-            query,
-            value,
-            processed_keys,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            training=training,
-            dropout_mask=noise,
-            memory_prepared=memory_prepared,
-        )
+        arguments = (query_mask, value_mask, training, noise, memory_prepared)
+        return self._attend_averaged(query, value, processed_keys, *arguments)
 
     def attend_sequence(
         self,
@@ -214,20 +206,13 @@ class ContentAttention(BaseAttention):
         `BaseAttention.attend_sequence`."""
         if attention_state is not None:
             self._check_state(attention_state, tuple(value.shape))
-        return self._attend_averaged(
-            query,
-            value,
-            processed_keys,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            training=training,
-            memory_prepared=memory_prepared,
-        )
+        arguments = (query_mask, value_mask, training, None, memory_prepared)
+        return self._attend_averaged(query, value, processed_keys, *arguments)
 
-    def _attend_averaged(self, query, value, processed_keys, **arguments):
+    def _attend_averaged(self, query, *arguments):
         """`_attend` (the same arguments) as the contract returns it:
         `(context, the heads' average weights, {})`."""
-        context, weights = self._attend(query, value, processed_keys, **arguments)
+        context, weights = self._attend(query, *arguments)
         if len(weights.shape) > len(query.shape):
             # Several heads: (B, H, [T_q,] T_v) → the head average.
             weights = ops.mean(weights, axis=1)
@@ -289,32 +274,15 @@ class ContentAttention(BaseAttention):
         value_mask=None,
         training=None,
         dropout_mask=None,
-        *,
         memory_prepared=False,
     ):
-        """What `attend_step`, `attend_sequence` and `call` compute: each head's weights.
+        """What `attend_step`, `attend_sequence` and `call` compute: `(context, weights)`.
 
-        The keys come from `precompute_keys`, projected once per batch.
-        Masked values and processed keys, and padded queries, are never read:
-        a NaN or inf there does not reach the context or the weights.
-
-        Args:
-            query: (batch, T_q, d_q) or (batch, d_q).
-            value: (batch, T_v, d_v).
-            processed_keys: the output of `precompute_keys(key)`.
-            query_mask: optional bool (batch, T_q) or (batch,).
-            value_mask: optional bool (batch, T_v).
-            training: whether dropout is active.
-            dropout_mask: optional slice of `step_noise(...)`, of the shape
-                of the returned weights, used instead of a draw here (and
-                whatever `training` says).
-            memory_prepared: `value` and `processed_keys` come from
-                `prepare_memory`: not zeroed again.
-
-        Returns:
-            `(context, weights)`: context (batch, T_q, d_v) or (batch, d_v);
-            weights (batch, T_q, T_v) or (batch, T_v), with a heads axis after
-            batch when num_heads > 1.
+        The arguments are those of `attend_step` (`dropout_mask` is its
+        `noise`, used whatever `training` says), for one query (batch, d_q)
+        or a sequence (batch, T_q, d_q); the weights are each head's, with a
+        heads axis after batch when num_heads > 1. Masked values and keys, and
+        padded queries, are never read: a NaN or inf there reaches nothing.
         """
         dtype = self.compute_dtype
         query = ops.cast(query, dtype)
@@ -398,27 +366,6 @@ class ContentAttention(BaseAttention):
         )  # (B, T_v, H, d_v / H)
         context = ops.einsum("bhqv,bvhd->bqhd", weights, value_heads)
         return ops.reshape(context, (batch, t_q, self.value_dim))  # (B, T_q, d_v)
-
-    def _dropout_mask(self, shape, training=None):
-        """Draws a dropout mask of the attention weights (`step_noise` draws through it).
-
-        Args:
-            shape: the shape of the mask, e.g. (T_dec, batch, T_v) for the
-                single-step weights (batch, T_v) of T_dec steps, or
-                (T_dec, batch, num_heads, T_v) with several heads.
-            training: whether dropout is active.
-
-        Returns:
-            None when nothing is dropped (not training, or `dropout=0`);
-            otherwise a tensor of `shape` in the compute dtype, 0 where a
-            weight is dropped and 1 / (1 - dropout) elsewhere.
-        """
-        if not training or self.dropout == 0.0:
-            return None
-        ones = ops.ones(shape, dtype=self.compute_dtype)
-        # The sub-layer's seed generator: the layer's `seed` and its state in
-        # a `.keras` file serve both routes.
-        return keras.random.dropout(ones, self.dropout, seed=self.weights_dropout.seed_generator)
 
     def _check_dropout_mask(self, query_shape, value_shape, mask_shape):
         weights_shape = (query_shape[0],)

@@ -3,14 +3,9 @@
 Jain and Wallace (2019) ask whether other attention weights would give another
 output; Wiegreffe and Pinter (2019) add uniform weights as the baseline. This
 layer wraps a trained content-only attention layer, lets it compute its
-weights, and replaces them (docs/attention_is_not_explanation.md).
-
-The decoders know nothing of it: they call its `prepare_memory`,
-`step_noise` and `attend_step` as they call any attention layer's, and its
-`step_noise` returns a dict of draws ("dropout", "keys"), sliced per step as
-a tensor is.
-`overridden_decoder` gives a copy of a trained decoder whose attention is
-wrapped; the translation toolkit's `explain` command decodes with one.
+weights, and replaces them (docs/attention_is_not_explanation.md). The
+decoders call it as any attention layer; `overridden_decoder` gives a copy of
+a trained decoder whose attention is wrapped (the translator's `explain`).
 """
 
 import keras

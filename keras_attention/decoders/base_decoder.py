@@ -3,16 +3,12 @@
 Keras 3's `RNN` cannot give a cell the encoder outputs (it has no `constants`),
 so the decoders run their own loop over time (`decoder_loop.py`).
 
-A decoder is composed of parts, each in its own module:
-
-- its cell, a `CellRunner` (`cell_runner.py`): any Keras RNN cell, or the
-  built-in GRU or LSTM with its update written out (the fused fast path);
-- its attention layer, through the one contract of `BaseAttention`: the loop
-  carries the layer's state (the empty dict for a content-only layer such as
-  `BahdanauAttention`; the previous weights for `LocationSensitiveAttention`
-  and the monotonic layers; whatever a layer of one's own keeps), and
-  `get_decode_state` holds it under "attention_<key>";
-- the loop (`decoder_loop.py`) and the input checks (`decoder_checks.py`).
+A decoder is composed of parts, each in its own module: its cell, a
+`CellRunner` (`cell_runner.py`: any Keras RNN cell, or the built-in GRU or
+LSTM with its update written out); its attention layer, through the contract
+of `BaseAttention` (`get_decode_state` holds the layer's state under
+"attention_<key>"); the loop (`decoder_loop.py`) and the input checks
+(`decoder_checks.py`).
 
 A subclass writes its step once, `_recurrence`, which both its `call` (inside
 the loop) and its `step` run.
@@ -433,8 +429,6 @@ class BaseDecoder(keras.layers.Layer):
     def from_config(cls, config):
         config = dict(config)
         config.pop("seed", None)  # ignored (see `seed` in the class docstring)
-        if isinstance(config["attention"], dict):
-            config["attention"] = keras.saving.deserialize_keras_object(config["attention"])
         if isinstance(config.get("cell"), dict):
             config["cell"] = deserialize_cell(config["cell"])
         return cls(**config)

@@ -1,13 +1,7 @@
 """`EnsembleGenerator`: several trained generators decoding as one model.
 
-At every step each member reads the same previous token and its own state;
-the next token is chosen from the mean of the members' probabilities, and the
-attention returned is the mean of theirs. The ensemble is a step function
-over the members' steps, composed of public pieces: it holds the members
-and calls their `check_source`, `encode`, `step` and `variables`, and it
-holds a `StepSearch` over its own step, the greedy and beam searches of one
-`Seq2SeqGenerator`, so its results have the keys and shapes of
-`Seq2SeqGenerator.greedy` and `beam`.
+A step function over the members' public `check_source`, `encode`, `step`
+and `variables`, searched by a `StepSearch` as one `Seq2SeqGenerator` is.
 """
 
 import math
@@ -168,12 +162,6 @@ class EnsembleGenerator(Searching):
             for v in member.variables():
                 seen.setdefault(id(v), v)
         return list(seen.values())
-
-    # ---------------------------------------------------------------- search
-    #
-    # The `StepSearch` of one generator, over the pieces above (`encode`,
-    # `step`, `check_source`, the ids, the bounds, `variables`): one search,
-    # whether one model decodes or several.
 
     def __repr__(self):
         return f"EnsembleGenerator({len(self.members)} members, end_id={self.end_id})"

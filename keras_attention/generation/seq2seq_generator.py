@@ -13,6 +13,7 @@ single `step`. The search loops are those of `keras_attention.generation`,
 run by a `StepSearch` over the generator's `step`.
 """
 
+import copy
 import numbers
 
 import keras
@@ -41,6 +42,25 @@ def _check_token_id(name, value):
             f"Invalid value for argument `{name}`. Expected a non-negative integer "
             f"token id. Received: {name}={value!r}"
         )
+
+
+def _checked_decoder(decoder):
+    """The decoder a generator runs: a built decoder of this package, or a
+    Keras RNN layer in a `RecurrentDecoder`."""
+    if isinstance(decoder, keras.layers.RNN):
+        decoder = RecurrentDecoder(decoder)
+    if not isinstance(decoder, BaseDecoder | RecurrentDecoder):
+        raise ValueError(
+            "Invalid value for argument `decoder`. Expected a BahdanauDecoder "
+            "or LuongDecoder (or, without attention, a Keras GRU, LSTM or "
+            f"SimpleRNN layer). Received: decoder={decoder!r}"
+        )
+    if not decoder.built:
+        raise ValueError(
+            f"The decoder {decoder.name!r} is not built. Call it on a batch "
+            "(or fit the model) before building a generator from it."
+        )
+    return decoder
 
 
 class Seq2SeqGenerator(Searching):
@@ -128,26 +148,13 @@ class Seq2SeqGenerator(Searching):
                     f"Invalid value for argument `{name}`. Expected a callable "
                     f"(a Keras layer, model or function). Received: {name}={value!r}"
                 )
-        if isinstance(decoder, keras.layers.RNN):
-            decoder = RecurrentDecoder(decoder)
-        if not isinstance(decoder, BaseDecoder | RecurrentDecoder):
-            raise ValueError(
-                "Invalid value for argument `decoder`. Expected a BahdanauDecoder "
-                "or LuongDecoder (or, without attention, a Keras GRU, LSTM or "
-                f"SimpleRNN layer). Received: decoder={decoder!r}"
-            )
-        if not decoder.built:
-            raise ValueError(
-                f"The decoder {decoder.name!r} is not built. Call it on a batch "
-                "(or fit the model) before building a generator from it."
-            )
         _check_token_id("start_id", start_id)
         _check_token_id("end_id", end_id)
         check_positive_int("max_source_length", max_source_length)
         check_positive_int("max_output_length", max_output_length)
         self.encoder = encoder
         self.target_embedding = target_embedding
-        self.decoder = decoder
+        self.decoder = _checked_decoder(decoder)
         self.readout = readout
         self.start_id = start_id
         self.end_id = end_id
@@ -157,7 +164,9 @@ class Seq2SeqGenerator(Searching):
         self.model = None  # the model of `from_model`
         self.encoder_model = None  # its source-side graph, from `from_model`
         self._target_vocabulary_size = None  # the logits' size, from `from_model`
-        self._source_vocabulary_cache = None  # (input_dim, Embedding name), from `from_model`
+        # (input_dim, name) of the smallest Embedding that reads the source of
+        # `from_model`'s model; None: explicit constructor, features, none.
+        self._source_vocabulary = None
         # The greedy and beam searches over `step`, compiled on their first call.
         self.search = StepSearch(self)
 
@@ -216,7 +225,7 @@ class Seq2SeqGenerator(Searching):
         generator.source_spec = graph.source_spec
         generator.model = model
         generator.encoder_model = graph.encoder_model
-        generator._source_vocabulary_cache = graph.source_vocabulary
+        generator._source_vocabulary = graph.source_vocabulary
         generator._target_vocabulary_size = graph.target_vocabulary_size
         return generator
 
@@ -231,21 +240,9 @@ class Seq2SeqGenerator(Searching):
         Args:
             decoder: a built decoder with the same inputs and output sizes.
         """
-        generator = type(self)(
-            self.encoder,
-            self.target_embedding,
-            decoder,
-            self.readout,
-            self.start_id,
-            self.end_id,
-            max_source_length=self.max_source_length,
-            max_output_length=self.max_output_length,
-        )
-        generator.source_spec = self.source_spec
-        generator.model = self.model
-        generator.encoder_model = self.encoder_model
-        generator._source_vocabulary_cache = self._source_vocabulary()
-        generator._target_vocabulary_size = self._target_vocabulary_size
+        generator = copy.copy(self)
+        generator.decoder = _checked_decoder(decoder)
+        generator.search = StepSearch(generator)
         return generator
 
     # ---------------------------------------------------------------- pieces
@@ -284,7 +281,7 @@ class Seq2SeqGenerator(Searching):
             # The ids as given: a backend may have narrowed int64 already.
             given_ids = isinstance(given, np.ndarray | list | tuple)
             values = np.asarray(given) if given_ids else keras.ops.convert_to_numpy(source)
-            vocabulary = self._source_vocabulary()
+            vocabulary = self._source_vocabulary
             bad = values < 0
             if vocabulary is not None:
                 bad |= values >= vocabulary[0]
@@ -306,17 +303,11 @@ class Seq2SeqGenerator(Searching):
             source = ops.cast(source, "int32")
         return source
 
-    def _source_vocabulary(self):
-        """`(size, layer name)` of the smallest Embedding that reads the source
-        input of `from_model`'s model, or None (unknown: explicit constructor,
-        features, or no Embedding on the input)."""
-        return self._source_vocabulary_cache
-
     @property
     def source_vocabulary_size(self):
         """The `input_dim` of the smallest Embedding that reads the source of
         `from_model`'s model, or None (explicit constructor, features)."""
-        vocabulary = self._source_vocabulary()
+        vocabulary = self._source_vocabulary
         return None if vocabulary is None else vocabulary[0]
 
     def encode(self, source):

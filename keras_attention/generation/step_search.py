@@ -52,13 +52,11 @@ class StepSearch:
         self.compiled = {}  # the compiled searches, by setting
 
     def check_max_length(self, max_length):
-        """`max_length` checked against `max_output_length`; None stays None
-        (each source's default bound, resolved once, in the search)."""
+        """See `Searching.check_max_length`."""
         return check_max_length(max_length, self.model.max_output_length)
 
     def resolve_max_length(self, source_length, max_length):
-        """`max_length`, checked, or the default bound of a source of
-        `source_length` positions: min(2·S + 10, max_output_length)."""
+        """See `Searching.resolve_max_length`."""
         max_length = self.check_max_length(max_length)
         if max_length is None:
             return default_max_length(source_length, self.model.max_output_length)

@@ -9,13 +9,8 @@ vocabulary) with punctuation split off by spaces, `"un homme fait du vélo ."`;
 host if wanted. Loading needs TensorFlow and `import tensorflow_text` (which
 registers the tokenizer ops), not keras_attention.
 
-Bounds per request: at most `max_batch` sentences (`MAX_BATCH`, 64, by
-default; a larger batch fails with `InvalidArgumentError` "batch of N
-sentences, more than max_batch=64": split it), each read up to
-`max_source_length` tokens (longer ones are truncated, see `truncated`), each
-translation at most `max_length` tokens, and a beam of at most
-`MAX_BEAM_WIDTH` hypotheses, fixed at export. The work of one request is
-therefore bounded by max_batch × beam × max_length × max_source_length.
+The bounds of a request (`ServingTranslator`) make its work at most
+max_batch × beam × max_length × max_source_length.
 
 The ids-in, ids-out SavedModel of any generator is
 `keras_attention.export.export_saved_model`; this module adds the text. Both
