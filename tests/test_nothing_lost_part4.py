@@ -366,3 +366,87 @@ def test_the_translator_train_says_a_divergence_in_one_line(tmp_path, monkeypatc
     message = str(info.value)
     assert message.startswith("train: Training stopped: ") and "\n" not in message
     assert "diverged at epoch 1" in message and "--overwrite" in message
+
+
+def _diverged_run(run_dir, epoch, best_epoch):
+    """A run folder as a run that diverged at `epoch` leaves it (no model
+    when `best_epoch` is 0)."""
+    run_dir.mkdir()
+    run_folder.write_mark(run_dir)
+    diverged = {"epoch": epoch, "reason": "loss nan", "logs": {"loss": None}}
+    info = {"epochs": epoch - 1, "best_epoch": best_epoch, "diverged": diverged}
+    atomic.write_json(run_dir / "finished.json", info)
+    return run_dir
+
+
+def test_the_translator_says_a_run_diverged_in_its_first_epoch_holds_no_model(tmp_path):
+    from keras_attention.translation import cli
+    from keras_attention.translation import runs
+
+    run_dir = _diverged_run(tmp_path / "run", epoch=1, best_epoch=0)
+    with pytest.raises(DivergedRunError, match=r"diverged at epoch 1 .*Nothing to load"):
+        runs.check_run(run_dir)
+    argv = ["--data-dir", str(tmp_path / "no-data-here"), "evaluate", "--run-dir", str(run_dir)]
+    with pytest.raises(SystemExit, match=r"^error: .*diverged at epoch 1 .*--overwrite"):
+        cli.console_main(argv)
+
+
+def test_an_export_of_a_diverged_run_records_where_it_diverged(tmp_path):
+    from keras_attention.translation import runs
+
+    run_dir = _diverged_run(tmp_path / "run", epoch=3, best_epoch=2)
+    (run_dir / "model.keras").write_bytes(b"stands for the model of epoch 2")
+    found = runs.export_state(run_dir)
+    assert found["state"] == "finished" and found["diverged_at_epoch"] == 3
+    assert "diverged at epoch 3 (loss nan); its model.keras is epoch 2's" in found["note"]
+
+
+@pytest.fixture(scope="module")
+def translator_run(tmp_path_factory):
+    """A finished translator run, untrained (a tiny model and vocabulary)."""
+    from keras_attention.translation import SubwordTokenizer
+    from keras_attention.translation import runs
+    from keras_attention.translation import training
+    from keras_attention.translation.model import build_translator
+
+    vocab = ["[PAD]", "[UNK]", "[START]", "[END]", "a", "dog", "un", "chien", "."]
+    keras.utils.set_random_seed(0)
+    tokenizer = SubwordTokenizer(vocab, lower_case=True)
+    model = build_translator(
+        tokenizer.vocab_size, tokenizer.vocab_size, embedding_dim=8, units=8, dropout=0.0
+    )
+    config = dict(training.PRESETS["tiny"], attention="bahdanau", seed=0, preset="tiny")
+    config.update(input_feeding=True, lr_schedule="cosine")
+    return runs.write_run(
+        tmp_path_factory.mktemp("runs") / "run", model, tokenizer, tokenizer, config, {}
+    )
+
+
+@needs_links
+def test_a_re_export_of_a_run_carries_a_linked_version_as_the_link(
+    translator_run, tmp_path, monkeypatch
+):
+    from keras_attention.export import folder
+    from keras_attention.translation import export
+
+    def saved_model(translator, path, *args):
+        Path(path).mkdir(parents=True)
+        (Path(path) / "saved_model.pb").write_text("new")
+
+    monkeypatch.setattr(export, "export_translator_saved_model", saved_model)
+    monkeypatch.setattr(folder, "write_tflite", None)  # no TFLite variant is asked for
+    out, mine = tmp_path / "export", tmp_path / "mine"
+    export.export_run(translator_run, out, variants=(), version=2)
+    mine.mkdir()
+    (mine / "saved_model.pb").write_bytes(b"the user's model")
+    (out / "saved_model" / "1").symlink_to(mine)
+    export.export_run(translator_run, out, variants=(), version=2)
+    assert os.readlink(out / "saved_model" / "1") == str(mine)
+    assert (out / "saved_model" / "2" / "saved_model.pb").read_text() == "new"
+    assert os.stat(mine / "saved_model.pb").st_nlink == 1
+    # A linked saved_model/ is refused, naming it; the user's folder untouched.
+    os.rename(out / "saved_model", tmp_path / "old_saved_model")
+    (out / "saved_model").symlink_to(mine)
+    with pytest.raises(ValueError, match=r"saved_model is a symbolic link \(to .*mine\)"):
+        export.export_run(translator_run, out, variants=(), version=2)
+    assert _snapshot(mine) == {"saved_model.pb": b"the user's model"}

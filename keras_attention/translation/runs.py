@@ -38,6 +38,7 @@ from keras_attention.training.run_folder import LOGS_DIR
 from keras_attention.training.run_folder import MODEL_FILE
 from keras_attention.training.run_folder import NEW
 from keras_attention.training.run_folder import CorruptRunError
+from keras_attention.training.run_folder import DivergedRunError
 from keras_attention.training.run_folder import NotARunError
 from keras_attention.training.run_folder import RunExistsError
 from keras_attention.training.run_folder import RunFolderError
@@ -169,7 +170,9 @@ def export_state(run_dir):
     """What an export records of the run it comes from (`export.json`'s
     `run`): `state` (finished, unfinished or running), the epochs backed
     up (`epochs_backed_up`), and for a run that is not finished a `note` saying that its model is
-    the best epoch so far, not the run's last word.
+    the best epoch so far, not the run's last word. A run whose training
+    diverged has `diverged_at_epoch` and a `note` that says which epoch its
+    model is.
 
     Read only: the lock is looked up (`flock_holder`), never taken, so that
     a trainer starting meanwhile is not refused.
@@ -188,6 +191,9 @@ def export_state(run_dir):
         found["epochs_backed_up"] = status.epoch
     if status.legacy:
         found["older_version"] = True
+    if status.diverged:
+        found["diverged_at_epoch"] = status.diverged
+        found["note"] = f"{status.detail}."
     if state != FINISHED:
         found["note"] = (
             f"exported from a {state} run"
@@ -215,6 +221,8 @@ def check_run(run_dir):
 
     Raises:
         NotADirectoryError: `run_dir` is a file.
+        DivergedRunError: the run's training diverged in its first epoch:
+            it holds no model (said so).
         FileNotFoundError: naming every missing file of `RUN_FILES`.
         CorruptRunError: a file exists but is damaged (or is not a regular
             file), or `config.json` lacks a key of `REQUIRED_CONFIG_KEYS`;
@@ -222,6 +230,13 @@ def check_run(run_dir):
     """
     run_dir = folder(run_dir)
     missing = [name for name in RUN_FILES if not (run_dir / name).exists()]
+    if MODEL_FILE in missing and (run_dir / FINISHED_FILE).is_file():
+        info = read_json(run_dir / FINISHED_FILE)
+        if isinstance(info.get("diverged"), dict):
+            raise DivergedRunError(
+                f"{run_folder.diverged_detail(run_dir, info)}. Nothing to load; train it "
+                "over with --overwrite and other options (a lower learning rate, say)."
+            )
     if missing:
         raise FileNotFoundError(
             f"The run folder {run_dir} is incomplete: missing "
