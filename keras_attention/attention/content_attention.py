@@ -368,16 +368,10 @@ class ContentAttention(BaseAttention):
         return ops.reshape(context, (batch, t_q, self.value_dim))  # (B, T_q, d_v)
 
     def _check_dropout_mask(self, query_shape, value_shape, mask_shape):
-        weights_shape = (query_shape[0],)
-        symbols = "(batch,"
-        if self.num_heads > 1:
-            weights_shape += (self.num_heads,)
-            symbols += " num_heads,"
-        if len(query_shape) == 3:
-            weights_shape += (query_shape[1],)
-            symbols += " T_q,"
-        weights_shape += (value_shape[1],)
-        symbols += " T_v)"
+        weights_shape = self._weights_shape(query_shape, value_shape)
+        heads = ("num_heads",) if self.num_heads > 1 else ()
+        steps = ("T_q",) if len(query_shape) == 3 else ()
+        symbols = f"({', '.join(('batch', *heads, *steps, 'T_v'))})"
         if not shapes_compatible(mask_shape, weights_shape):
             raise _arg_error(
                 "noise",
