@@ -11,7 +11,14 @@ Every run starts from the same weights and reads the same global batches:
 ROWS rows in batches of BATCH, so the last batch (5 rows) divides by neither
 2 nor 4 devices. The N-device runs pad it with `keras_attention.training.distribution`;
 the one-device runs read it as it is. Plain SGD, no dropout: a row dropped,
-counted twice or weighted wrong shows in the losses. Writes OUT_DIR/model.keras
+counted twice or weighted wrong shows in the losses.
+
+Nothing but its weight of 0 hides a padding row from the loss and the metric:
+the target embedding has no `mask_zero` (so the outputs carry no mask), the
+loss no `ignore_class` (a padding target is class 0, scored as any other),
+and the target padding of the real rows is taken out by token weights, under
+`reduction="mean_with_sample_weight"`. A padding row of weight 1 moves the
+loss of the last step and the accuracy. Writes OUT_DIR/model.keras
 (trained on N devices), OUT_DIR/sources.npy and OUT_DIR/greedy.npy (its greedy
 tokens on them). On 2 devices it also trains under `ModelParallel` with the
 vocabulary's Embedding and Dense sharded. The last line of stdout is one JSON
@@ -44,7 +51,8 @@ def build():
     target = keras.Input((None,), dtype="int32", name="target")
     x = keras.layers.Embedding(VOCAB, 8, mask_zero=True, name="source_embedding")(source)
     memory = keras.layers.Bidirectional(keras.layers.GRU(8, return_sequences=True))(x)
-    y = keras.layers.Embedding(VOCAB, 8, mask_zero=True, name="target_embedding")(target)
+    # No mask_zero: no output mask hides a padding row from the loss (above).
+    y = keras.layers.Embedding(VOCAB, 8, name="target_embedding")(target)
     outputs, _, _ = BahdanauDecoder(16, BahdanauAttention(8), name="decoder")(y, memory)
     logits = keras.layers.Dense(VOCAB, name="logits")(outputs)
     model = keras.Model([source, target], logits)
@@ -52,7 +60,10 @@ def build():
     model.set_weights([rng.uniform(-0.8, 0.8, w.shape).astype(w.dtype) for w in model.weights])
     model.compile(
         optimizer=keras.optimizers.SGD(LEARNING_RATE),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
+        loss=keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction="mean_with_sample_weight"
+        ),
+        weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
     )
     return model
 
@@ -73,6 +84,11 @@ def data():
     return source, target_in, target_out
 
 
+def token_weights(target_out):
+    """1 on each target token, 0 on the target padding of a real row."""
+    return (target_out != 0).astype("float32")
+
+
 def batches():
     source, target_in, target_out = data()
     for start in range(0, ROWS, BATCH):
@@ -82,7 +98,10 @@ def batches():
 
 def step_losses(model):
     """One `train_on_batch` per global batch, on one device, unpadded."""
-    return [float(model.train_on_batch(x, y)) for x, y in batches()]
+    return [
+        float(model.train_on_batch(x, y, sample_weight=token_weights(y), return_dict=True)["loss"])
+        for x, y in batches()
+    ]
 
 
 class RunningLosses(keras.callbacks.Callback):
@@ -123,16 +142,26 @@ def run(out_dir, devices):
     # One device: a step per global batch, the last one of 5 rows.
     reference = one_device(build)
     result["one_device_steps"] = one_device(lambda: step_losses(reference))
-    result["one_device_evaluate"] = float(
-        one_device(
-            lambda: reference.evaluate([source, target_in], target_out, batch_size=ROWS, verbose=0)
+    result["one_device_evaluate"] = one_device(
+        lambda: reference.evaluate(
+            [source, target_in],
+            target_out,
+            sample_weight=token_weights(target_out),
+            batch_size=ROWS,
+            verbose=0,
+            return_dict=True,
         )
     )
     with distribution.data_parallel().scope():
         model = build()
         result["unpadded_error"] = indivisible_error(build(), [source, target_in], target_out)
         x, y, weight = distribution.pad_arrays(
-            [source, target_in], target_out, multiple=devices, batch_size=BATCH
+            [source, target_in],
+            target_out,
+            token_weights(target_out),
+            multiple=devices,
+            batch_size=BATCH,
+            model=model,
         )
         running = RunningLosses()
         model.fit(
@@ -149,17 +178,20 @@ def run(out_dir, devices):
         # The same epoch from a tf.data pipeline, padded batch by batch.
         import tensorflow as tf
 
-        batched = tf.data.Dataset.from_tensor_slices(((source, target_in), target_out))
+        batched = tf.data.Dataset.from_tensor_slices(
+            ((source, target_in), target_out, token_weights(target_out))
+        )
         from_dataset = build()
-        from_dataset.fit(distribution.pad_dataset(batched.batch(BATCH)), epochs=1, verbose=0)
+        padded_batches = distribution.pad_dataset(batched.batch(BATCH), model=from_dataset)
+        from_dataset.fit(padded_batches, epochs=1, verbose=0)
         result["dataset_weight_difference"] = max(
             float(np.max(np.abs(a - b)))
             for a, b in zip(from_dataset.get_weights(), model.get_weights(), strict=True)
         )
         result["padded_rows"] = len(y)
         # One evaluation batch of all the rows, padded.
-        result["evaluate"] = float(
-            model.evaluate(x, y, sample_weight=weight, batch_size=len(y), verbose=0)
+        result["evaluate"] = model.evaluate(
+            x, y, sample_weight=weight, batch_size=len(y), verbose=0, return_dict=True
         )
         # An END the model rarely emits: outputs of several tokens to compare.
         generator = Seq2SeqGenerator.from_model(model, START, END)
@@ -191,8 +223,16 @@ def model_parallel():
     """Three steps with the target Embedding and the logits Dense sharded along
     the vocabulary over 2 devices (`ModelParallel`), against one device."""
     x, y = list(batches())[0]
+    weight = token_weights(y)
     reference = one_device(build)
-    expected = one_device(lambda: [float(reference.train_on_batch(x, y)) for _ in range(3)])
+
+    def steps(model):
+        return [
+            float(model.train_on_batch(x, y, sample_weight=weight, return_dict=True)["loss"])
+            for _ in range(3)
+        ]
+
+    expected = one_device(lambda: steps(reference))
     devices = keras.distribution.list_devices()
     mesh = keras.distribution.DeviceMesh((1, len(devices)), ["batch", "model"], devices=devices)
     layout = keras.distribution.LayoutMap(mesh)
@@ -207,7 +247,7 @@ def model_parallel():
             for v in model.weights
             if v.path.startswith(("target_embedding", "logits"))
         }
-        losses = [float(model.train_on_batch(x, y)) for _ in range(3)]
+        losses = steps(model)
         tokens = Seq2SeqGenerator.from_model(model, START, END).greedy(x[0], max_length=6)
     expected_tokens = one_device(
         lambda: Seq2SeqGenerator.from_model(reference, START, END).greedy(x[0], max_length=6)

@@ -3,7 +3,8 @@ under `distribution="data-parallel"` (KERAS_BACKEND=jax, host devices from
 XLA_FLAGS), on 7 rows in batches of 4: the last batch (3 rows) does not
 divide by 2 devices. Prints one JSON line: each run's mean squared error on
 all rows after training (float64 NumPy, from its predictions), and the
-device count it recorded.
+device count it recorded; and the error of a data-parallel run of the same
+model compiled with Keras' default reduction, which the padding would change.
 
 Usage: python _training_run_data_parallel_worker.py FOLDER
 """
@@ -16,9 +17,10 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention.training import TrainingRun
+from keras_attention.training.distribution import DistributionError
 
 
-def build():
+def build(reduction="mean_with_sample_weight"):
     inputs = keras.Input((3,))
     tanh = keras.layers.Dense(
         5, activation="tanh", kernel_initializer=keras.initializers.GlorotUniform(seed=1)
@@ -29,7 +31,7 @@ def build():
     )
     model = keras.Model(inputs, outputs)
     # Padding rows weigh 0 and leave a mean over the weights' sum.
-    loss = keras.losses.MeanSquaredError(reduction="mean_with_sample_weight")
+    loss = keras.losses.MeanSquaredError(reduction=reduction)
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss=loss)
     return model
 
@@ -49,6 +51,11 @@ def main(folder):
             "devices": run.options["devices"],
             "keras_devices": len(keras.distribution.list_devices()),
         }
+    run = TrainingRun(f"{folder}/refused", {"units": 5}, distribution="data-parallel")
+    try:
+        run.fit(lambda: build("sum_over_batch_size"), data, epochs=1, verbose=0, monitor=None)
+    except DistributionError as error:
+        result["refused"] = str(error)
     print(json.dumps(result))
 
 

@@ -267,7 +267,7 @@ def padding_rows_are_masked(model, x):
     trailing shapes of the inputs (arrays, or `tf.TensorSpec`s)."""
 
     def zero_row(array):
-        shape = [1 if d is None else int(d) for d in tuple(array.shape)[1:]]
+        shape = [2 if d is None else int(d) for d in tuple(array.shape)[1:]]
         dtype = getattr(array.dtype, "as_numpy_dtype", array.dtype)
         return np.zeros((1, *shape), dtype)
 

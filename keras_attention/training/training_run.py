@@ -707,6 +707,10 @@ class TrainingRun:
                 self.options["devices"], x, y, validation_data, fit_kwargs
             )
         model = self._built_model(model, state)
+        if self.distribution:
+            # Refused before the first step: a loss or metric that the padded
+            # rows of weight 0 would change.
+            distribution_lib.check_padding_exact(model, x.element_spec[0] if _is_dataset(x) else x)
         training_time = self.training_time
         callbacks = list(callbacks)
         if learning_rate is not None:
