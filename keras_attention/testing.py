@@ -57,6 +57,7 @@ PROMISES = (
     "get_config round trip",
     "mixed precision",
     "greedy and beam inside a decoder",
+    "decodes the same alone and in a padded batch",
     "builtin-only TFLite",
 )
 
@@ -70,6 +71,9 @@ SIZES = ((4, 6, 8), (4, 4, 8), (4, 4, 4))
 # A full row, a padded one (3 real keys) and a fully masked one: (B, T_v).
 _VALUE_MASK = np.arange(T_V)[None, :] < np.array([[T_V], [3], [0]])
 _TOL = 1e-5
+# Masked positions appended to every row for "decodes the same alone and in
+# a padded batch": the full row is then padded too.
+_EXTRA_PADDING = 3
 _HALF_TOL = 3e-2
 
 
@@ -269,6 +273,7 @@ class _Checker:
             "get_config round trip": self.config_round_trip,
             "mixed precision": self.mixed_precision,
             "greedy and beam inside a decoder": lambda: self.decoders(self.decoder_kinds),
+            "decodes the same alone and in a padded batch": self.alone_and_padded,
             "builtin-only TFLite": self.builtin_tflite,
         }[promise]
         return check() or "passed"
@@ -665,6 +670,78 @@ class _Checker:
                     "sequence call equals step-by-step decoding",
                     f"the last state '{key}' differs from the state after the last step",
                 )
+
+    def alone_and_padded(self):
+        """Each source with keys decoded alone (its real keys only) and in the
+        batch padded with `_EXTRA_PADDING` more masked keys: the same weights at
+        its keys and the same context, step by step, as a decoder runs them."""
+        layer, promise = self.built, "decodes the same alone and in a padded batch"
+        pad = ((0, 0), (0, _EXTRA_PADDING), (0, 0))
+        mask = np.pad(self.mask, ((0, 0), (0, _EXTRA_PADDING)))  # (B, T_v + extra)
+        padded = self._decoded(layer, np.pad(self.key, pad), np.pad(self.value, pad), mask)
+        for row, length in enumerate(self.mask.sum(axis=1)):
+            if not length:
+                continue  # a fully masked row has nothing to decode alone
+            alone = self._decoded(
+                layer,
+                self.key[row : row + 1, :length],
+                self.value[row : row + 1, :length],
+                np.ones((1, length), bool),
+                self.query[row : row + 1],
+            )
+            if alone["keys"] is not None and padded["keys"] is not None:
+                keys = padded["keys"][row : row + 1, :length]
+                if keys.shape != alone["keys"].shape or not np.allclose(
+                    keys, alone["keys"], atol=_TOL
+                ):
+                    self.fail(
+                        "precompute_keys",
+                        promise,
+                        f"the processed keys of row {row} ({length} real keys) alone differ "
+                        f"from those of its real keys in a batch padded to "
+                        f"T_v={mask.shape[1]}: a key must not depend on the padding",
+                    )
+            for what in ("context", "weights"):
+                ours = padded[what][row : row + 1, :, : length if what == "weights" else None]
+                gap = np.abs(ours - alone[what]).max(axis=(0, 2))  # (T_q,)
+                if not np.all(gap <= _TOL):
+                    step = int(np.argmax(gap > _TOL))
+                    self.fail(
+                        "step_weights",
+                        promise,
+                        f"the {what} of row {row} ({length} real keys) at step {step} differ "
+                        f"by {float(gap[step]):.3g} between the row alone (T_v={length}) and "
+                        f"the row in a batch padded to T_v={mask.shape[1]}: a sentence would "
+                        "decode differently alone and in a padded batch (weights must not "
+                        "depend on the padded length, e.g. divide by it or count positions "
+                        "from its end)",
+                    )
+
+    def _decoded(self, layer, key, value, mask, query=None):
+        """The context (B, T_q, d_v) and weights (B, T_q, T_v) of `attend_step`
+        over the queries, as a decoder runs it, and the processed keys where
+        they are (B, T_v, ...)."""
+        promise = "decodes the same alone and in a padded batch"
+        query = self.query if query is None else query
+        with self.promise("attend_step", promise):
+            value = _zeroed(ops.convert_to_tensor(value), mask)
+            keys = layer.precompute_keys(_zeroed(ops.convert_to_tensor(key), mask))
+            state = layer.initial_attention_state(value, ops.convert_to_tensor(mask))
+            steps = []
+            for t in range(query.shape[1]):
+                context, weights, state = layer.attend_step(
+                    query[:, t], value, keys, state, value_mask=mask
+                )
+                steps.append((context, weights))
+        flat = keras.tree.flatten(keys)
+        keys = np.asarray(ops.convert_to_numpy(flat[0])) if len(flat) == 1 else None
+        if keys is not None and keys.shape[:2] != mask.shape:
+            keys = None  # not one entry per key: compared through the weights
+        return {
+            "keys": keys,
+            "context": np.stack([np.asarray(c, "float64") for c, _ in steps], axis=1),
+            "weights": np.stack([np.asarray(w, "float64") for _, w in steps], axis=1),
+        }
 
     def mixed_precision(self):
         with self.promise("step_weights", "mixed precision"):

@@ -5,16 +5,19 @@ import subprocess
 import sys
 
 import keras
+import numpy as np
 import pytest
 from keras import ops
 
 from keras_attention import BahdanauAttention
+from keras_attention import BahdanauDecoder
 from keras_attention import BahdanauMonotonicAttention
 from keras_attention import GMMAttention
 from keras_attention import LocationSensitiveAttention
 from keras_attention import LuongAttention
 from keras_attention import LuongMonotonicAttention
 from keras_attention import OverriddenAttention
+from keras_attention import Seq2SeqGenerator
 from keras_attention import masked_softmax
 from keras_attention.testing import PROMISES
 from keras_attention.testing import AttentionContractError
@@ -242,6 +245,36 @@ class MixesTheBatch(GMMAttention):
         return weights, {"position": mixed}
 
 
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class ScaledByPaddedLength(DotAttention):
+    """Divides its scores by the padded T_v: the longer the batch, the flatter every row."""
+
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        scores = self.scores(query, processed_keys)  # (B, T_v)
+        length = ops.cast(ops.shape(processed_keys)[1], scores.dtype)
+        return masked_softmax(scores / length, value_mask), {}
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class CountsFromTheEnd(DotAttention):
+    """A recency bias counted from the padded end of the memory, not from its real end
+    (squared: a bias linear in the position would be a constant the softmax removes)."""
+
+    def step_weights(self, query, processed_keys, state, value_mask, training, noise):
+        scores = self.scores(query, processed_keys)  # (B, T_v)
+        length = ops.shape(processed_keys)[1]
+        from_end = ops.cast(length - 1 - ops.arange(length), scores.dtype)  # (T_v,)
+        return masked_softmax(scores - 0.1 * from_end[None, :] ** 2, value_mask), {}
+
+
+@keras.saving.register_keras_serializable(package="test_contract_checker")
+class CentresThePaddedKeys(DotAttention):
+    """Subtracts the keys' mean over every position, padding included."""
+
+    def precompute_keys(self, key):
+        return key - ops.mean(key, axis=1, keepdims=True)  # (B, T_v, d_k)
+
+
 BROKEN = {
     "builds": (lambda: Misshapen(), "Misshapen.build_score"),
     "get_config round trip": (lambda: ForgetsConfig(num_mixtures=2), "ForgetsConfig.get_config"),
@@ -273,6 +306,18 @@ BROKEN = {
         lambda: MixesTheBatch(num_mixtures=2),
         "MixesTheBatch.step_weights (in BahdanauDecoder)",
     ),
+    "decodes the same alone and in a padded batch (divides by the padded length)": (
+        lambda: ScaledByPaddedLength(),
+        "ScaledByPaddedLength.step_weights",
+    ),
+    "decodes the same alone and in a padded batch (positions from the padded end)": (
+        lambda: CountsFromTheEnd(),
+        "CountsFromTheEnd.step_weights",
+    ),
+    "decodes the same alone and in a padded batch (keys centred with the padding)": (
+        lambda: CentresThePaddedKeys(),
+        "CentresThePaddedKeys.precompute_keys",
+    ),
 }
 
 
@@ -285,6 +330,48 @@ def test_a_broken_promise_is_named_with_its_method(case):
     assert caught.value.promise == promise
     assert caught.value.method == method
     assert str(caught.value).startswith(f"{method} breaks the promise '{promise}'")
+
+
+def _greedy_alone_and_in_a_padded_batch(attention):
+    """The greedy log-probability of one sentence alone and in a padded batch,
+    in a small untrained model around `attention`."""
+    keras.utils.set_random_seed(0)
+    source = keras.Input((None,), dtype="int32")
+    target_in = keras.Input((None,), dtype="int32")
+    memory = keras.layers.Embedding(9, 4, mask_zero=True)(source)
+    memory = keras.layers.GRU(4, return_sequences=True)(memory)
+    embedded = keras.layers.Embedding(9, 4, mask_zero=True)(target_in)
+    outputs, _, _ = BahdanauDecoder(4, attention)(embedded, memory)
+    readout = keras.layers.Dense(9)
+    model = keras.Model([source, target_in], readout(outputs))
+    # Weights large enough for the attention to move the logits (untrained, the
+    # weights are near uniform and the log-probabilities agree to 1e-7 anyway).
+    model.set_weights([3.0 * w for w in model.get_weights()])
+    attention.kernel.assign(20.0 * attention.kernel)
+    bias = np.zeros((9,), "float32")
+    bias[[0, 2]] = -30.0  # never padding or END: every step runs
+    readout.bias.assign(bias)
+    generator = Seq2SeqGenerator.from_model(model, start_id=1, end_id=2)
+    sentence = np.array([[3, 4, 5]], "int32")
+    batch = np.array([[3, 4, 5, 0, 0, 0], [6, 7, 8, 6, 7, 8]], "int32")
+    alone = generator.greedy(sentence, max_length=4)["log_probs"]
+    padded = generator.greedy(batch, max_length=4)["log_probs"]
+    return float(np.asarray(alone)[0]), float(np.asarray(padded)[0])
+
+
+@pytest.mark.parametrize(
+    "attention, same",
+    [(ScaledByPaddedLength, False), (CountsFromTheEnd, False), (DotAttention, True)],
+    ids=["divides_by_the_padded_length", "counts_from_the_padded_end", "well_behaved"],
+)
+def test_the_promise_is_what_a_padded_batch_decodes(attention, same):
+    # What the promise stands for: a mechanism that breaks it gives the same
+    # sentence another log-probability in a padded batch than alone.
+    alone, padded = _greedy_alone_and_in_a_padded_batch(attention())
+    if same:
+        assert alone == pytest.approx(padded, abs=1e-5)
+    else:
+        assert abs(alone - padded) > 1e-2
 
 
 def test_a_fully_masked_row_is_reported_as_such():
@@ -463,6 +550,10 @@ def test_a_breach_of_one_promise_does_not_stop_the_others():
     assert results == {
         **dict.fromkeys(PROMISES, "passed"),
         "zero weight at masked keys": "breaks 'zero weight at masked keys'",
+        # The share it gives the padding changes with the padding.
+        "decodes the same alone and in a padded batch": (
+            "breaks 'decodes the same alone and in a padded batch'"
+        ),
         "builtin-only TFLite": "skipped: tflite=False",
     }
 
