@@ -1,30 +1,39 @@
-"""Python LiteRT's tokens on the first call at a new largest source length.
+"""Python LiteRT: the first call at a source longer than any before it.
+
+LiteRT's default CPU path (the XNNPACK delegate, Python LiteRT 2.3.0) answers
+wrong now and then on an interpreter's first call at a new largest source
+length, when the model's search loop (a `WHILE`) carries tensors sized by
+the source: the loop's body is resized then, and that call reads memory
+nobody wrote (all-0 tokens with a NaN log-probability, or another
+sentence). `export_tflite` pads the search's state to a static width
+(`keras_attention.export.tflite.StaticWidth`), so the body never resizes.
 
 Builds `--models` small attention models (an embedding, a bidirectional GRU,
 `BahdanauDecoder` over `BahdanauAttention`; random weights, then a few SGD
-steps on random ids, a different seed each), exports each with
-`export_tflite` (dynamic source length, greedy `generate`), and runs the
-same workload through LiteRT three ways:
+steps on random ids, a different seed each) and converts each three ways:
 
-- `default`: `Interpreter(model_path=..., num_threads=1)`, LiteRT's default
-  CPU path (the XNNPACK delegate);
-- `warm_up`: the same, with `keras_attention.runtime.litert.warm_up` at the
-  workload's largest length right after each interpreter is made;
-- `no delegate`: `OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES`.
+- `growing state (reproducer)`: the minimal graph that meets the defect,
+  kept as a regression check on LiteRT: the generator's own
+  `greedy_graph` over the unpadded state, frozen and converted as
+  `export_tflite` does (the export of earlier releases);
+- `dynamic export`: `export_tflite` with a dynamic source length;
+- `static export`: `export_tflite(..., source_length=6)`, sources padded
+  with id 0 (the page's model).
 
-The workload: `--interpreters` times, an interpreter of a random model is
-made (up to 8 stay alive, as in an app that holds a few; the others are
-dropped), then 6 calls of sources of 4 or 6 tokens in a random order. Each
-call's tokens are compared with those of the same source run on a fresh
-interpreter without delegate, alone (the reference). The calls are counted
-in three kinds: an interpreter's first call; a call whose source is longer
-than every earlier call of that interpreter ("growth": the only calls that
-went wrong); the others.
+Each growth call: an interpreter of a random model is made
+(`Interpreter(model_path=..., num_threads=1)`, the default path), called once
+at a source of 4 tokens, then at 6 (the growth call); `--live` interpreters
+stay alive (0: each is freed as the next is made, which makes the defect
+about 20 times as frequent as with 8 alive). Each call's outputs are
+compared with those of the same source on a fresh interpreter without
+delegate, alone (the reference): tokens and lengths equal, log-probabilities
+within 1e-4.
 
     python benchmarks/lite_first_growth.py --write
 
 Prints a table; `--write` records it in docs/benchmarks.md with the command,
-the machine and the date. About 2 minutes on a 2-core CPU (128 s measured).
+the machine and the date. About 3 minutes on a 2-core CPU with the default
+counts; `--calls 100000` about 15 minutes.
 """
 
 import argparse
@@ -46,8 +55,6 @@ TITLE = "Python LiteRT: the first call at a new largest source length"
 VOCAB = 20
 LENGTHS = (4, 6)
 MAX_LENGTH = 6
-LIVE = 8
-KINDS = ("first", "growth", "other")
 
 
 def build_model(seed):
@@ -73,120 +80,172 @@ def build_model(seed):
     return model
 
 
+KINDS = ("growing state (reproducer)", "dynamic export", "static export")
+
+
 def export_models(count, folder):
-    """`count` .tflite paths, one model each."""
+    """{kind: [.tflite path of each model]}."""
     from keras_attention import Seq2SeqGenerator
     from keras_attention.export import export_tflite
 
-    paths = []
+    paths = {kind: [] for kind in KINDS}
     for seed in range(count):
         generator = Seq2SeqGenerator.from_model(build_model(seed), 1, VOCAB - 1)
-        path = os.path.join(folder, f"model_{seed}.tflite")
-        export_tflite(generator, path, max_length=MAX_LENGTH)
-        paths.append(path)
+        for kind, options in (
+            ("dynamic export", {}),
+            ("static export", {"source_length": MAX_LENGTH}),
+        ):
+            path = os.path.join(folder, f"{kind.split()[0]}_{seed}.tflite")
+            export_tflite(generator, path, **options)  # the default bound, as apps
+            paths[kind].append(path)
+        path = os.path.join(folder, f"reproducer_{seed}.tflite")
+        write_reproducer(generator, path)
+        paths[KINDS[0]].append(path)
         print(f"exported {seed + 1}/{count}", end="\r", flush=True)
     print()
     return paths
 
 
-def sources(seed):
-    """One source of each length per model, ids of the model's vocabulary."""
+def write_reproducer(generator, path):
+    """The search graph that meets the defect: greedy search over the
+    generator's state as `encode` gives it, (1, S, ...) tensors carried by
+    the loop, the weights frozen as `export_tflite` freezes them."""
+    import tensorflow as tf
+
+    def generate(source):
+        result = generator.greedy_graph(source, MAX_LENGTH, empty_columns=False)
+        return {k: result[k] for k in ("tokens", "lengths", "log_probs", "attention")}
+
+    frozen = [(v, tf.constant(v.numpy())) for v in generator.variables()]
+    spec = tf.TensorSpec([1, None], tf.int32, name="source")
+    with keras.StatelessScope(state_mapping=frozen):
+        function = tf.function(generate, input_signature=[spec], autograph=False)
+        concrete = function.get_concrete_function()
+    module = tf.Module()
+    module.generate = concrete
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], module)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    with open(path, "wb") as f:
+        f.write(converter.convert())
+
+
+def sources(seed, width):
+    """The short and the long source of one model, ids of its vocabulary,
+    padded with 0 to `width` positions when the model's length is static."""
     rng = np.random.default_rng(seed)
-    return {n: rng.integers(3, VOCAB, (1, n)).astype("int32") for n in LENGTHS}
+    out = {}
+    for n in LENGTHS:
+        ids = rng.integers(3, VOCAB, (1, n)).astype("int32")
+        out[n] = ids if width is None else np.pad(ids, [(0, 0), (0, width - n)])
+    return out
 
 
-def reference_tokens(paths, by_model):
-    """Each model's tokens for each source, from a fresh interpreter without
-    delegate (one call per interpreter: nothing grows)."""
+def _runner(interpreter):
+    """`generate`, or the reproducer's one signature."""
+    names = list(interpreter.get_signature_list())
+    return interpreter.get_signature_runner("generate" if "generate" in names else names[0])
+
+
+def reference_outputs(path, by_length):
+    """The outputs of each source on a fresh interpreter without delegate
+    (one call per interpreter: nothing grows)."""
     from ai_edge_litert.interpreter import Interpreter
     from ai_edge_litert.interpreter import OpResolverType
 
     plain = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
     reference = {}
-    for m, path in enumerate(paths):
-        for n, source in by_model[m].items():
-            interpreter = Interpreter(model_path=path, experimental_op_resolver_type=plain)
-            reference[m, n] = interpreter.get_signature_runner("generate")(source=source)["tokens"]
+    for n, source in by_length.items():
+        interpreter = Interpreter(model_path=path, experimental_op_resolver_type=plain)
+        generate = _runner(interpreter)
+        reference[n] = {k: v.copy() for k, v in generate(source=source).items()}
     return reference
 
 
-def run_workload(mode, paths, by_model, reference, interpreters, seed):
-    """{kind: [calls wrong, calls]} for the kinds "first", "growth" and
-    "other", and examples of wrong tokens."""
+def same(outputs, reference):
+    """Tokens and lengths equal, log-probabilities within 1e-4 (NaN is wrong)."""
+    return (
+        np.array_equal(outputs["tokens"], reference["tokens"])
+        and np.array_equal(outputs["lengths"], reference["lengths"])
+        and np.allclose(outputs["log_probs"], reference["log_probs"], atol=1e-4)
+    )
+
+
+def run_growth(paths, calls, live, seed):
+    """[first calls wrong, growth calls wrong, calls] and examples, for
+    `calls` interpreters of random models among `paths`."""
     from ai_edge_litert.interpreter import Interpreter
-    from ai_edge_litert.interpreter import OpResolverType
 
-    from keras_attention.runtime.litert import warm_up
-
-    options = {"num_threads": 1}
-    if mode == "no delegate":
-        options["experimental_op_resolver_type"] = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    width = MAX_LENGTH if "static" in paths[0] else None
+    by_model = [sources(seed + 100 + m, width) for m in range(len(paths))]
+    reference = [reference_outputs(p, by_model[m]) for m, p in enumerate(paths)]
+    short, long = LENGTHS
     rng = np.random.default_rng(seed)
-    live, longest = {}, {}
-    counts = {kind: [0, 0] for kind in KINDS}  # kind -> [wrong, calls]
+    alive = []
+    first_wrong = growth_wrong = 0
     examples = []
-    for _ in range(interpreters):
+    for _ in range(calls):
         m = int(rng.integers(len(paths)))
-        interpreter = Interpreter(model_path=paths[m], **options)
-        if mode == "warm_up":
-            warm_up(interpreter, max(LENGTHS))
-        live.pop(m, None)
-        live[m] = interpreter
-        longest[m] = max(LENGTHS) if mode == "warm_up" else None
-        if len(live) > LIVE:
-            live.pop(next(iter(live)))  # freed at once (reference counting)
-        runner = interpreter.get_signature_runner("generate")
-        for n in rng.choice(LENGTHS, size=6):
-            n = int(n)
-            tokens = runner(source=by_model[m][n])["tokens"]
-            if longest[m] is None:
-                kind, longest[m] = "first", n
-            else:
-                kind = "growth" if n > longest[m] else "other"
-                longest[m] = max(longest[m], n)
-            wrong = not np.array_equal(tokens, reference[m, n])
-            counts[kind][0] += int(wrong)
-            counts[kind][1] += 1
-            if wrong and len(examples) < 3:
-                examples.append(f"{tokens[0].tolist()} for {reference[m, n][0].tolist()}")
-    return counts, examples
+        # Made while the previous one is still held here (freed right after):
+        # with `live` 0, its memory is the next interpreter's.
+        interpreter = Interpreter(model_path=paths[m], num_threads=1)
+        alive.append(interpreter)
+        if len(alive) > live:
+            alive.pop(0)
+        generate = _runner(interpreter)
+        first_wrong += not same(generate(source=by_model[m][short]), reference[m][short])
+        outputs = generate(source=by_model[m][long])
+        if not same(outputs, reference[m][long]):
+            growth_wrong += 1
+            if len(examples) < 2:
+                examples.append(
+                    f"{outputs['tokens'][0].tolist()} (log-prob {outputs['log_probs'][0]:.3g}) "
+                    f"for {reference[m][long]['tokens'][0].tolist()}"
+                )
+    return (first_wrong, growth_wrong, calls), examples
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", type=_report.positive_int, default=12)
-    parser.add_argument("--interpreters", type=_report.positive_int, default=10000)
+    parser.add_argument("--models", type=_report.positive_int, default=4)
+    parser.add_argument(
+        "--calls", type=_report.positive_int, default=20000, help="growth calls per export"
+    )
+    parser.add_argument(
+        "--reproducer-calls",
+        type=_report.positive_int,
+        default=5000,
+        help="growth calls of the reproducer",
+    )
+    parser.add_argument("--live", type=int, default=0, help="interpreters kept alive")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--write", action="store_true", help="record in docs/benchmarks.md")
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    rows = {}
     with tempfile.TemporaryDirectory() as folder:
         paths = export_models(args.models, folder)
-        by_model = [sources(args.seed + 100 + m) for m in range(len(paths))]
-        reference = reference_tokens(paths, by_model)
-        rows = {}
-        for mode in ("default", "warm_up", "no delegate"):
-            rows[mode] = run_workload(
-                mode, paths, by_model, reference, args.interpreters, args.seed
-            )
-            print(mode, rows[mode][0], flush=True)
+        for kind in KINDS:
+            calls = args.reproducer_calls if kind == KINDS[0] else args.calls
+            rows[kind] = run_growth(paths[kind], calls, args.live, args.seed)
+            print(kind, rows[kind][0], flush=True)
+    alive = "each freed as the next is made" if args.live == 0 else f"{args.live} alive"
     lines = [
         f"{args.models} small trained attention models (embedding, bidirectional GRU, "
-        "`BahdanauDecoder` with `BahdanauAttention`), exported by `export_tflite` with a "
-        f"dynamic source length; {args.interpreters:,} interpreters made in turn (up to "
-        f"{LIVE} alive), 6 greedy calls each, sources of {' or '.join(map(str, LENGTHS))} "
-        "tokens. A call is wrong when its tokens differ from those of the same source on a "
-        "fresh interpreter without delegate. Growth: the source is longer than every earlier "
-        "call of that interpreter (after `warm_up`, none is).",
+        "`BahdanauDecoder` with `BahdanauAttention`), greedy search inside the model. Each "
+        "interpreter (LiteRT's default CPU path, the XNNPACK delegate; "
+        f"{alive}) is called at a source of {LENGTHS[0]} tokens, then at {LENGTHS[1]} "
+        "(the growth call). A call is wrong when its tokens, length or log-probability "
+        "differ from those of the same source on a fresh interpreter without delegate. "
+        "The reproducer is the search over the state as `encode` gives it (the export of "
+        "earlier releases); `export_tflite` pads that state to a static width.",
         "",
-        "| interpreter | wrong of first calls | wrong of growth calls | wrong of other calls |",
-        "|---|---:|---:|---:|",
+        "| model | wrong of first calls | wrong of growth calls |",
+        "|---|---:|---:|",
     ]
     examples = []
-    for mode, (counts, seen) in rows.items():
-        cells = [f"{wrong:,} of {calls:,}" for wrong, calls in counts.values()]
-        lines.append(f"| {mode} | {' | '.join(cells)} |")
-        examples += [f"{mode}: {e}" for e in seen]
+    for kind, ((first, growth, calls), seen) in rows.items():
+        lines.append(f"| {kind} | {first:,} of {calls:,} | {growth:,} of {calls:,} |")
+        examples += [f"{kind}: {e}" for e in seen]
     lines += ["", "Wrong tokens seen:" if examples else "No call went wrong."]
     lines += [f"- {e}" for e in examples]
     lines += ["", f"{time.perf_counter() - started:.0f} s in all.  ", *_report.footer_lines()]

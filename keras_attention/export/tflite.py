@@ -27,7 +27,10 @@ from keras_attention.export.generator_module import GeneratorModule
 from keras_attention.export.operators import non_builtin_operators
 from keras_attention.files.atomic import write_bytes
 from keras_attention.files.atomic import write_json
+from keras_attention.generation.search import beam_search
+from keras_attention.generation.search import greedy_search
 from keras_attention.generation.search_defaults import check_beam_width
+from keras_attention.generation.step_search import StepSearch
 from keras_attention.generation.step_search import at_least_one_position
 
 # The TFLite variants, one spelling for every export (`quantization` here,
@@ -284,14 +287,26 @@ def _search_functions(lite):
     if source_length is not None:
         rows = max_length or generator.resolve_max_length(source_length, None)
 
+    # The loops search a state of a static width (see `StaticWidth`): the
+    # static length N, or max_source_length. With a static source, the output
+    # buffers have their static number of rows too (`rows`); with a dynamic
+    # one they keep min(2·S + 10, cap) rows (a buffer of the largest bound,
+    # 1,034 x 512 weights for the defaults, would cost more at each step
+    # than the search; buffers that grow did not meet the defect:
+    # docs/benchmarks.md).
+    search = StepSearch(StaticWidth(generator, source_length or limit))
+
     def generate(source):
-        result = generator.greedy_graph(searched(source), max_length, empty_columns=False)
+        source = searched(source)
+        result = search.run(greedy_search, source, max_length, False, buffer=rows)
+        result["attention"] = _read_columns(result["attention"], source, source_length)
         return _static_rows(result, GENERATE_OUTPUTS, rows, source_length)
 
     def generate_beam(source):
-        result = generator.beam_graph(
-            searched(source), lite.beam_settings, max_length, empty_columns=False
-        )
+        source = searched(source)
+        options = search.beam_options(lite.beam_settings)
+        result = search.run(beam_search, source, max_length, False, buffer=rows, **options)
+        result["attention"] = _read_columns(result["attention"], source, source_length)
         return _static_rows(result, (*GENERATE_OUTPUTS, "scores"), rows, source_length)
 
     def encode(source):
@@ -299,6 +314,77 @@ def _search_functions(lite):
         return dict(state)
 
     return {"generate": generate, "generate_beam": generate_beam, "encode": encode}
+
+
+class StaticWidth:
+    """A generator whose `encode` pads the decode state to `width` source
+    positions, so the search loops of an exported model see no shape that
+    depends on the source.
+
+    Why: in LiteRT's default CPU path (the XNNPACK delegate, Python LiteRT
+    2.3.0), a `WHILE` body whose inputs grow with the source is resized and
+    re-planned when a call brings a source longer than any before it, and
+    that first call now and then reads memory nobody wrote: all-0 tokens
+    with a NaN log-probability, or another sentence
+    (`benchmarks/lite_first_growth.py`: about 3 in 100 such calls when the
+    app had just dropped another interpreter, 1 in 1,000 otherwise). A body
+    of static shapes is planned once, when the interpreter is made, and
+    never again. The encoder's own loops do not meet it (the `encode`
+    signature alone gave none wrong).
+
+    The padding is masked: the state's entries that have a source axis
+    (memory, processed keys, mask, an attention's alignment state) get
+    zeros after the S real positions, the mask False, so each step's
+    weights there are exactly 0 (the attention contract) and the context,
+    the tokens and the scores are those of the unpadded state. The cost:
+    every step attends over `width` positions instead of S.
+
+    Every other name is the generator's (`step`, `start_id`, `end_id`,
+    `max_output_length`, `variables`, ...), so a `StepSearch` of it
+    searches as the generator's does.
+    """
+
+    def __init__(self, generator, width):
+        self.generator = generator
+        self.width = width
+
+    def __getattr__(self, name):
+        return getattr(self.generator, name)
+
+    def encode(self, source):
+        """`generator.encode(source)`, each entry with a source axis padded
+        to `width` positions. Traced with a source of unknown length (as the
+        export traces it): that unknown axis tells the entries apart from
+        the recurrent ones (1, units)."""
+        state, mask = self.generator.encode(source)  # mask (1, S)
+        if mask.shape[1] is not None:
+            raise ValueError(
+                f"StaticWidth needs a source of unknown length (traced as (1, None)); "
+                f"the mask has shape {tuple(mask.shape)}."
+            )
+        padding = self.width - tf.shape(mask)[1]
+        return (
+            {k: self._padded(v, padding) for k, v in state.items()},
+            self._padded(mask, padding),
+        )
+
+    def _padded(self, value, padding):
+        """`value` (1, S, ...) with `padding` zero (False) positions after S,
+        (1, width, ...) static; an entry without a source axis as it is."""
+        if value.shape.rank < 2 or value.shape[1] is not None:
+            return value  # (1, units): h, c, attentional
+        pad = [[0, 0], [0, padding]] + [[0, 0]] * (value.shape.rank - 2)
+        padded = tf.pad(value, pad)
+        return tf.reshape(padded, [value.shape[0], self.width, *value.shape[2:]])
+
+
+def _read_columns(attention, source, columns):
+    """The attention (1, L, width) of a `StaticWidth` search cut to the
+    source's S positions (a dynamic export), or kept at `columns` (N, a
+    static export: zero past S already)."""
+    if columns is not None:
+        return attention
+    return attention[:, :, : tf.maximum(tf.shape(source)[1], 1)]  # (1, L, S)
 
 
 def _static_rows(result, keys, rows, columns):
