@@ -230,6 +230,8 @@ OWN_LAYER = textwrap.dedent(
 
     @keras.saving.register_keras_serializable(package="mine")
     class Twice(keras.layers.Layer):
+        acts_on_each_step = True  # in a readout: from_model refuses an undeclared layer
+
         def call(self, x):
             return x * 2
     """

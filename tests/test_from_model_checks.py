@@ -187,9 +187,102 @@ def test_a_refused_readout_is_one_the_generator_would_get_wrong():
     model = _trained(_readout_model(keras.layers.Conv1D(UNITS, 3, padding="causal")))
     graph = keras_attention.generation.model_graph
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(graph, "check_readout_steps", lambda *args: None)
         patch.setattr(graph, "_check_readout_acts_on_each_step", lambda *args: None)
         greedy, forced = _greedy_and_teacher_forced_tokens(model)
     assert greedy != forced
+
+
+def _shift_layers(steps):
+    """Layers whose output at step t is their input at step t - `steps`."""
+    return [
+        keras.layers.ZeroPadding1D((steps, 0), name="shift"),
+        keras.layers.Cropping1D((0, steps), name="crop"),
+    ]
+
+
+def _shift_ops(steps):
+    """The same shift written with `keras.ops`, which the graph holds as operations."""
+    return [lambda x: ops.pad(x[:, :-steps], [[0, 0], [steps, 0], [0, 0]])]
+
+
+# Readouts that read steps 4 or more away, which a probe of 4 steps cannot see.
+FAR_STEPS = {
+    f"conv_dilation_{dilation}_{padding}": (
+        lambda dilation=dilation, padding=padding: [
+            keras.layers.Conv1D(
+                UNITS,
+                2,
+                dilation_rate=dilation,
+                padding=padding,
+                name=f"conv_dilation_{dilation}_{padding}",
+            )
+        ],
+        f"conv_dilation_{dilation}_{padding}",
+    )
+    for dilation in (4, 8)
+    for padding in ("causal", "same")
+}
+FAR_STEPS["shift_4_layers"] = (lambda: _shift_layers(4), "shift")
+FAR_STEPS["shift_4_ops"] = (lambda: _shift_ops(4), "GetItem")  # an operation: by class
+
+
+@pytest.mark.parametrize("name", sorted(FAR_STEPS))
+def test_a_readout_reading_steps_far_away_is_refused_naming_the_layer(name):
+    # Decided from the layers: a probe of a few steps sees nothing at 4 or 8.
+    layers, culprit = FAR_STEPS[name]
+    model = _readout_model(*layers())
+    names = {entry["class_name"]: entry["name"] for entry in model.get_config()["layers"]}
+    culprit = names.get(culprit, culprit)
+    with pytest.raises(ValueError, match="mix target steps") as error:
+        Seq2SeqGenerator.from_model(model, START, END)
+    assert f"The layer '{culprit}' between the decoder 'decoder'" in str(error.value)
+
+
+def test_the_probe_alone_would_accept_a_readout_four_steps_away():
+    # Why the layers decide: with the layer check off, the probe of 4 steps
+    # lets a causal Conv1D of dilation 4 through.
+    model = _readout_model(keras.layers.Conv1D(UNITS, 2, dilation_rate=4, padding="causal"))
+    graph = keras_attention.generation.model_graph
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(graph, "check_readout_steps", lambda *args: None)
+        Seq2SeqGenerator.from_model(model, START, END)
+
+
+@keras.saving.register_keras_serializable(package="test_from_model_checks")
+class Halved(keras.layers.Layer):
+    """A layer of one's own that acts on each step: x / 2."""
+
+    def call(self, inputs):
+        return inputs / 2
+
+
+@keras.saving.register_keras_serializable(package="test_from_model_checks")
+class DeclaredHalved(Halved):
+    acts_on_each_step = True
+
+
+UNREADABLE = {
+    "own_layer": (lambda: [Halved(name="own_layer")], "declares no `acts_on_each_step`"),
+    "lambda": (lambda: [keras.layers.Lambda(lambda x: x / 2, name="lambda")], "Lambda"),
+    "softmax_over_time": (
+        lambda: [keras.layers.Softmax(axis=1, name="softmax_over_time")],
+        "time axis",
+    ),
+    "attention_over_targets": (
+        lambda: [lambda x: keras.layers.Attention(name="attention_over_targets")([x, x])],
+        "reads every step",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNREADABLE))
+def test_a_readout_layer_not_known_to_act_on_each_step_is_refused(name):
+    layers, why = UNREADABLE[name]
+    with pytest.raises(ValueError, match=f"The layer '{name}' between") as error:
+        Seq2SeqGenerator.from_model(_readout_model(*layers()), START, END)
+    assert why in str(error.value)
+    assert "acts_on_each_step = True" in str(error.value)  # the way out
 
 
 def _greedy_and_teacher_forced_tokens(model):
@@ -214,6 +307,16 @@ PER_STEP = {
     "dropout": lambda: [keras.layers.Dropout(0.5)],
     "layer_norm": lambda: [keras.layers.LayerNormalization()],
     "time_distributed": lambda: [keras.layers.TimeDistributed(keras.layers.Dense(UNITS))],
+    "einsum_dense": lambda: [keras.layers.EinsumDense("btd,de->bte", (None, UNITS))],
+    "activation_and_ops": lambda: [keras.layers.Activation("relu"), lambda x: ops.tanh(x) * 2.0],
+    "merge_branches": lambda: [
+        lambda x: keras.layers.Add()([keras.layers.Dense(UNITS)(x), x]),
+        lambda x: keras.layers.Concatenate()([x, keras.layers.Softmax()(x)]),
+    ],
+    "nested_sequential": lambda: [
+        keras.Sequential([keras.layers.Dense(UNITS), keras.layers.LayerNormalization()])
+    ],
+    "declared_own_layer": lambda: [DeclaredHalved()],
 }
 
 

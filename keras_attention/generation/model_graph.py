@@ -22,6 +22,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attention.attention.base_attention import BaseAttention
+from keras_attention.attention.masked_softmax import MaskedSoftmax
 from keras_attention.decoders.base_decoder import BaseDecoder
 
 
@@ -393,6 +395,7 @@ class ModelGraph:
                 graph.rebuild({output: outputs}, graph.outputs[0], masks=False),
                 name=f"{model.name}_readout",
             )
+            check_readout_steps(graph, decoder.name, output)
             _check_readout_acts_on_each_step(graph, decoder.name, output, self.readout)
         # The decoder's outputs carry the target mask in `teacher_forced_logits`;
         # the logits need none (the model's own readout ignored it too).
@@ -578,18 +581,207 @@ def _check_readout(graph, decoder_name, decoder_call, allowed):
         )
 
 
-def _check_readout_acts_on_each_step(graph, decoder_name, output, readout):
-    """The readout's logits at step t must read the decoder's outputs at step t
-    alone: a generator runs the readout on one step at a time.
+# The attribute by which a layer of one's own declares that its output at each
+# target step reads its input at that step alone (docs/api.md, `from_model`).
+ACTS_ON_EACH_STEP = "acts_on_each_step"
 
-    Checked numerically, whatever the layers: the readout of T random steps
-    at once must equal the readout of each step alone. A layer that acts on
-    each step (Dense, LayerNormalization, Dropout, TimeDistributed, a
-    Conv1D of kernel size 1) passes; a Conv1D of a wider kernel (with
-    padding "same", which reads later steps, or "causal", earlier ones), a
-    recurrent layer or a pooling over the steps does not. On failure each
-    tensor of the readout is probed the same way, to name the first layer
-    that mixes steps.
+# Layers whose output at a position reads their input at that position alone,
+# whatever their arguments (Dropout's kind act only in training, which a
+# generator never runs).
+_STEP_WISE_LAYERS = (
+    keras.layers.Dense,
+    keras.layers.Embedding,  # ReversibleEmbedding too, tied readouts called with reverse=True
+    keras.layers.TimeDistributed,
+    keras.layers.Activation,
+    keras.layers.Identity,
+    keras.layers.ReLU,
+    keras.layers.ELU,
+    keras.layers.LeakyReLU,
+    keras.layers.Rescaling,
+    keras.layers.Dropout,
+    keras.layers.GaussianDropout,
+    keras.layers.GaussianNoise,
+    keras.layers.AlphaDropout,
+    keras.layers.ActivityRegularization,
+    keras.layers.Add,
+    keras.layers.Subtract,
+    keras.layers.Multiply,
+    keras.layers.Average,
+    keras.layers.Maximum,
+    keras.layers.Minimum,
+)
+# Layers that act on each position but along `axis`, which must not be the
+# batch or time axis.
+_ALONG_AN_AXIS = (
+    keras.layers.LayerNormalization,
+    keras.layers.RMSNormalization,
+    keras.layers.UnitNormalization,
+    keras.layers.BatchNormalization,  # its moving statistics, outside training
+    keras.layers.Softmax,
+    keras.layers.Concatenate,
+    MaskedSoftmax,
+)
+# Operations of `keras.ops` (and `keras.activations`) that act element by
+# element (broadcasting a constant), by class name in the model's config.
+_ELEMENTWISE_OPERATIONS = frozenset(
+    "Abs Absolute Add Subtract Multiply Divide TrueDivide FloorDivide Mod Power Negative "
+    "Reciprocal Exp Expm1 Log Log1p Sqrt Rsqrt Square Sign Floor Ceil Round Clip Cast "
+    "Maximum Minimum Where Sin Cos Tanh Erf Sigmoid HardSigmoid Relu ReLU Relu6 Silu "
+    "HardSilu Gelu GELU Elu ELU Selu SELU Softplus Softsign LeakyRelu LeakyReLU "
+    "Exponential Linear Mish Tanhshrink".split()
+)
+
+
+def check_readout_steps(graph, decoder_name, output):
+    """The readout's logits at step t must read the decoder's outputs at step t
+    alone, at any distance: a generator runs the readout on one step at a time.
+
+    Decided from the layers between the decoder's outputs `output` (a `Ref`)
+    and the logits: each must be known to act on each step (`Dense`,
+    `Embedding` and tied `ReversibleEmbedding`, `TimeDistributed`,
+    activations, the `Dropout` kind, the merging layers, a normalization or
+    softmax along an axis other than time, an `EinsumDense` that keeps the
+    time axis, a `Conv1D` of kernel size 1 and stride 1, an element-wise
+    `keras.ops` operation, a nested model of such layers), or declare it by
+    a true `acts_on_each_step` attribute. Anything else (a wider `Conv1D`,
+    a recurrent layer, attention over the target steps, pooling, a shift, a
+    `Lambda`, a layer of one's own without the attribute) is refused.
+
+    Raises:
+        ValueError: naming the layer nearest the decoder that is refused, and why.
+    """
+    refused = {}  # call → why
+    for call, layer, rank in _readout_calls(graph, output):
+        why = _why_not_per_step(layer, rank)
+        if why:
+            refused[call] = why
+    if not refused:
+        return
+    # The one nearest the decoder: no other refused call between it and the decoder.
+    call = next(
+        c
+        for c in refused
+        if not ({r.call for r in graph.upstream(Ref(*c, 0), stop={output})} - {c}) & set(refused)
+    )
+    why = refused[call]
+    raise ValueError(
+        f"The layer {call[0]!r} between the decoder {decoder_name!r} and the logits of "
+        f"{graph.model.name!r} may mix target steps: {why}. A generator runs the readout "
+        "on one step at a time, so its tokens would not be the model's. Between the "
+        "decoder and the logits, use layers that act on each step alone (Dense, "
+        "LayerNormalization, Dropout, TimeDistributed, Conv1D with kernel_size=1), or "
+        f"give a layer of your own the class attribute `{ACTS_ON_EACH_STEP} = True` if "
+        "its output at each step reads that step alone."
+    )
+
+
+def _readout_calls(graph, output):
+    """`(call, layer, rank of its first input)` for each call between the
+    tensor `output` and the logits (not those that compute a `mask` argument
+    from the target: they do not read the decoder's outputs)."""
+    found = {}
+    for ref in graph.upstream(graph.outputs[0], stop={output}):
+        if ref == output or ref.call in found or not graph.reaches(ref, output):
+            continue
+        read = [r for r in graph.input_refs(ref.call) if graph.reaches(r, output)]
+        shape = graph.specs.get(read[0], (None, None))[0] if read else None
+        found[ref.call] = (graph.layer(ref.layer), None if shape is None else len(shape))
+    return [(call, layer, rank) for call, (layer, rank) in found.items()]
+
+
+def _why_not_per_step(layer, rank):
+    """Why `layer` (called on tensors of `rank`, time the axis 1) may read
+    other steps than its own, or None where it acts on each step alone."""
+    kind = type(layer).__name__
+    declared = getattr(layer, ACTS_ON_EACH_STEP, None)
+    if declared is not None:
+        return None if declared else f"the {kind} declares {ACTS_ON_EACH_STEP} = False"
+    if isinstance(layer, _STEP_WISE_LAYERS):
+        return None
+    if isinstance(layer, _ALONG_AN_AXIS):
+        axes = layer.axis if isinstance(layer.axis, (list, tuple)) else [layer.axis]
+        if rank is not None and not {a % rank for a in axes} & {0, 1}:
+            return None
+        return f"a {kind} along axis {layer.axis} reads the time axis (1)"
+    if isinstance(layer, keras.layers.EinsumDense):
+        if _einsum_keeps_steps(layer.equation, rank):
+            return None
+        return f"an EinsumDense '{layer.equation}' reads the time axis (1)"
+    if isinstance(layer, keras.layers.Conv1D):
+        if tuple(layer.kernel_size) == (1,) and tuple(layer.strides) == (1,):
+            return None
+        return (
+            f"a Conv1D of kernel_size={layer.kernel_size[0]}, strides={layer.strides[0]}, "
+            f"dilation_rate={layer.dilation_rate[0]} and padding={layer.padding!r} reads "
+            "other steps (up to (kernel_size - 1) · dilation_rate away)"
+        )
+    if isinstance(layer, keras.Model):
+        return _why_not_a_per_step_model(layer)
+    if isinstance(layer, (keras.layers.RNN, keras.layers.Bidirectional)):
+        return f"a recurrent {kind} carries a state from step to step"
+    if isinstance(layer, (keras.layers.Attention, keras.layers.MultiHeadAttention)):
+        return f"an attention layer ({kind}) reads every step"
+    if isinstance(layer, BaseAttention):
+        return f"an attention layer ({kind}) reads every step"
+    if isinstance(layer, keras.layers.Lambda):
+        return "a Lambda's function cannot be read"
+    if not isinstance(layer, keras.layers.Layer):  # an operation of keras.ops
+        if kind in _ELEMENTWISE_OPERATIONS:
+            return None
+        if kind in ("Softmax", "LogSoftmax") and rank and layer.axis % rank > 1:
+            return None
+        return f"the operation {kind} is not known to act on each step alone"
+    return (
+        f"{kind} is not known to act on each step alone and declares no "
+        f"`{ACTS_ON_EACH_STEP}` attribute"
+    )
+
+
+def _why_not_a_per_step_model(model):
+    """Why a model nested in the readout may mix steps, or None."""
+    if isinstance(model, keras.Sequential):
+        for layer in model.layers:
+            try:
+                rank = len(layer.input.shape)
+            except (AttributeError, ValueError):  # a layer never called
+                rank = None
+            why = _why_not_per_step(layer, rank)
+            if why:
+                return f"its layer {layer.name!r}: {why}"
+        return None
+    try:
+        inner = FunctionalGraph(model)
+    except ValueError:
+        return f"the model {type(model).__name__} is not functional: its layers cannot be read"
+    for ref in inner.inputs:  # each input as if it were the decoder's outputs
+        for call, layer, rank in _readout_calls(inner, ref):
+            why = _why_not_per_step(layer, rank)
+            if why:
+                return f"its layer {call[0]!r}: {why}"
+    return None
+
+
+def _einsum_keeps_steps(equation, rank):
+    """Whether an `EinsumDense` equation over a (B, T, ...) input of `rank`
+    keeps the batch and time axes in place and sums over neither."""
+    if rank is None or "->" not in equation or equation.count(",") != 1:
+        return False
+    inputs, output = equation.split("->")
+    lhs, kernel = inputs.split(",")
+    filler = "".join(chr(0x2460 + i) for i in range(max(rank - len(lhs.replace("...", "")), 0)))
+    lhs, output = lhs.replace("...", filler), output.replace("...", filler)
+    if len(lhs) != rank or "..." in kernel:
+        return False
+    return lhs[1] not in kernel and lhs[0] not in kernel and output[:2] == lhs[:2]
+
+
+def _check_readout_acts_on_each_step(graph, decoder_name, output, readout):
+    """The second line behind `check_readout_steps`, for the layers that
+    declare `acts_on_each_step`: checked numerically, the readout of 4
+    random steps at once must equal the readout of each step alone. It
+    cannot see a layer that reads steps 4 or more away (hence the layers
+    decide first). On failure each tensor of the readout is probed the same
+    way, to name the first layer that mixes steps.
     """
     shape, dtype = graph.specs[output]
     if shape is None or len(shape) < 3 or None in shape[2:] or shape[1] not in (None, 4):

@@ -203,10 +203,12 @@ class Seq2SeqGenerator(Searching):
                 no decoder or several, its inputs cannot be told apart, or its
                 readout reads more than the decoder's outputs. Build the
                 generator with the constructor then. Also naming the layer,
-                when the readout mixes target steps (its logits at a step read
-                the decoder's outputs at other steps: a `Conv1D` wider than one
-                step, a recurrent layer), which a generator running the
-                readout one step at a time cannot reproduce; naming the
+                when the readout may mix target steps, at any distance (a
+                `Conv1D` wider than one step, a recurrent layer, a shift, a
+                `Lambda`, a layer of one's own that does not declare
+                `acts_on_each_step = True`: decided from the layers, see
+                "The readout `from_model` accepts"), which a generator running
+                the readout one step at a time cannot reproduce; naming the
                 argument, for a `start_id` or `end_id` outside the target
                 vocabulary (see `model_graph.check_special_ids`).
         """
