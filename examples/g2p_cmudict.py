@@ -44,10 +44,14 @@ from keras_attention import training  # noqa: E402
 from keras_attention.arguments.cli_types import non_negative_int  # noqa: E402
 from keras_attention.arguments.cli_types import positive_int  # noqa: E402
 from keras_attention.arguments.cli_types import unit_interval  # noqa: E402
-from keras_attention.files.atomic import DiskFullError  # noqa: E402
+from keras_attention.backend import native_log  # noqa: E402
 from keras_attention.files.atomic import write_json  # noqa: E402
+from keras_attention.files.file_errors import check_can_write  # noqa: E402
+from keras_attention.files.file_errors import end_command  # noqa: E402
+from keras_attention.files.file_errors import file_errors  # noqa: E402
 from keras_attention.files.file_hash import check_sha256  # noqa: E402
 from keras_attention.files.model_file import ModelFileError  # noqa: E402
+from keras_attention.files.reading import open_regular  # noqa: E402
 from keras_attention.generation import EnsembleGenerator  # noqa: E402
 from keras_attention.generation import decode_batches  # noqa: E402
 from keras_attention.generation.search_defaults import BEAM_WIDTH  # noqa: E402
@@ -96,13 +100,8 @@ MODEL_OPTIONS = (
     "sigmoid_noise",
     "score_bias_init",
 )
-TRAINING_OPTIONS = (
-    "label_smoothing",
-    "batch_size",
-    "learning_rate",
-    "max_minutes",
-    "steps_per_epoch",
-    "quick",
+TRAINING_OPTIONS = tuple(
+    "label_smoothing batch_size learning_rate max_minutes steps_per_epoch quick".split()
 )
 # What a config.json of an older recipe, without these options, trained with.
 OLDER_RECIPE = {"sigmoid_noise": 1.0, "score_bias_init": -1.0, "label_smoothing": 0.0}
@@ -129,15 +128,13 @@ def read_cmudict(path, expected_sha256=None):
 
     Raises:
         FileNotFoundError: `path` does not exist (the message names it).
-        ValueError: the file's sha256 differs from `expected_sha256`, or a line
-            is malformed; the message names the file (and the line).
+        ValueError: a sha256 other than `expected_sha256`, a malformed line, a
+            FIFO or a device (never opened); the message names the file (and line).
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"CMUdict file not found: {path}")
     if expected_sha256 is not None:
         check_sha256(path, expected_sha256)
     lexicon = {}
-    with open(path, "rb") as file:
+    with open_regular(path, "rb", "CMUdict file") as file:
         reader = LineReader(file, name=path)
         for number, line in reader:  # ValueError naming the line if not UTF-8
             word, sep, phones = line.partition("  ")
@@ -397,6 +394,7 @@ def save_alignment_plot(path, generator, vocab, words, config, args, models=1):
 
 def evaluate(args):
     runs = [args.run_dir, *(args.ensemble or ())]
+    check_can_write(args.json or args.run_dir, args.plot, args.alignments and args.alignment_plot)
     loaded = load_runs(runs)
     _, vocab, config = loaded[0]
     split = args.split or config["split"]
@@ -459,6 +457,7 @@ def export_run(args):
     from keras_attention import export  # needs TensorFlow
 
     model, vocab, config = load_run(args.run_dir)
+    check_can_write(args.out)  # before minutes of tracing
     generator = make_generator(model, args.monotonic_mode)
     started = time.perf_counter()
     # saved_model/ and tflite/ (g2p_VARIANT.tflite, g2p.json: this manifest,
@@ -588,13 +587,10 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     commands = {"train": train, "evaluate": evaluate, "pronounce": pronounce, "export": export_run}
-    try:
+    also = () if args.command == "pronounce" else (ValueError,)  # pronounce says its own
+    with file_errors(args.command, also):  # and a full disk, a read-only place: one line
         return commands[args.command](args)
-    except (FileNotFoundError, ValueError, training.RunWriteError, DiskFullError) as error:
-        if args.command in ("train", "evaluate", "export"):
-            raise SystemExit(f"{args.command}: {error}") from None
-        raise
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # a failed command ends at once, a closed pipe quietly
+    sys.exit(end_command(main, "g2p_cmudict.py", before_exit=(native_log.stop_filter,)))

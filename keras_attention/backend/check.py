@@ -25,24 +25,29 @@ from pathlib import Path
 
 # The backends of Keras 3, by the module each needs.
 BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")
+# Those keras_attention runs on. Keras' numpy and openvino backends run
+# inference only: no training, and no loop of a decoder (a traceback deep in
+# the first search).
+SUPPORTED_BACKENDS = ("tensorflow", "jax", "torch")
 # The console script of `keras_attention.translation.cli`.
 CONSOLE_SCRIPTS = ("keras-attention-translate",)
 
 
 def installed_backends():
-    """The names of `BACKENDS` whose module can be imported."""
-    return [name for name in BACKENDS if importlib.util.find_spec(name) is not None]
+    """The names of `SUPPORTED_BACKENDS` whose module can be imported."""
+    return [name for name in SUPPORTED_BACKENDS if importlib.util.find_spec(name) is not None]
 
 
 def check_keras_backend(environ=None):
-    """Refuses a `KERAS_BACKEND` that names no installed backend.
+    """Refuses a `KERAS_BACKEND` that names no installed backend, or one
+    keras_attention does not run on (`numpy`, `openvino`: inference only).
 
     Nothing is checked once Keras is imported (its backend is then set).
 
     Raises:
-        ImportError: the variable names an unknown or missing backend; the
-            message (one line) names the variable, its value and the
-            installed backends. `python -m keras_attention.translation` then
+        ImportError: the variable names an unknown, unsupported or missing
+            backend; the message (one line) names the variable, its value,
+            the supported backends and those installed. `python -m keras_attention.translation` then
             prints that line alone.
         SystemExit: the same message, for the `keras-attention-translate`
             console script (`error: message`).
@@ -54,10 +59,19 @@ def check_keras_backend(environ=None):
     installed = installed_backends()
     if name in installed:
         return
-    what = "a backend that is not installed" if name in BACKENDS else "no Keras backend"
+    if name in SUPPORTED_BACKENDS:
+        what = "a backend that is not installed"
+    elif name in BACKENDS:
+        what = (
+            "a Keras backend that keras_attention does not support (it runs inference "
+            "only: it cannot train, nor run a decoder's loop)"
+        )
+    else:
+        what = "no Keras backend"
     message = (
-        f"The environment variable KERAS_BACKEND={name!r} names {what}. Installed: "
-        f"{', '.join(installed) or 'none'}; set KERAS_BACKEND to one of them, or unset it."
+        f"The environment variable KERAS_BACKEND={name!r} names {what}. Supported: "
+        f"{', '.join(SUPPORTED_BACKENDS)}. Installed: {', '.join(installed) or 'none'}; "
+        "set KERAS_BACKEND to one of them, or unset it."
     )
     if Path(sys.argv[0]).name in CONSOLE_SCRIPTS:
         raise SystemExit(f"error: {message}")

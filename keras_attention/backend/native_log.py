@@ -96,12 +96,13 @@ class _LineFilter(threading.Thread):
 
 
 _installed = None
+_original = None  # standard error's own descriptor, while the filter is on
 
 
 def filter_native_log():
     """Puts the filter on standard error's file descriptor (once); undone at
     exit, after the last line has passed. Returns whether it is on."""
-    global _installed
+    global _installed, _original
     if _installed is not None:
         return True
     try:
@@ -111,7 +112,7 @@ def filter_native_log():
         os.close(write_fd)
     except OSError:  # no file descriptor 2 (a service, an embedded interpreter)
         return False
-    _installed = _LineFilter(read_fd, original)
+    _installed, _original = _LineFilter(read_fd, original), original
     _installed.start()
     atexit.register(_restore, original)
     return True
@@ -120,6 +121,14 @@ def filter_native_log():
 def filtering():
     """Whether the filter is on in this process."""
     return _installed is not None
+
+
+def stop_filter():
+    """Ends the filter now, as the exit does: what it still holds is written,
+    and standard error is back on its own descriptor. For a process that ends
+    with `os._exit`, which runs no exit functions."""
+    if _installed is not None and _original is not None:
+        _restore(_original)
 
 
 def _restore(original):

@@ -33,8 +33,13 @@ from pathlib import Path
 
 import keras
 
+from keras_attention.backend import native_log
 from keras_attention.export.arguments import add_export_arguments
+from keras_attention.files.file_errors import check_can_write
+from keras_attention.files.file_errors import end_command
+from keras_attention.files.file_errors import file_error_message
 from keras_attention.files.model_file import load_model
+from keras_attention.files.reading import require_regular_file
 
 PROG = "python -m keras_attention.export"
 # The file of each variant in OUT_DIR.
@@ -113,8 +118,10 @@ def main(argv=None):
         for module in args.imports:
             importlib.import_module(module)
         path = Path(args.model)
-        if not path.is_file():
+        if not path.exists():
             raise FileNotFoundError(f"No model file at {str(path)!r}.")
+        require_regular_file(path, "model file")  # a FIFO would hang the load
+        check_can_write(args.out_dir)  # before minutes of tracing
         hint = "pass --import MODULE, the module that defines it"
         model = load_model(path, import_hint=hint, compile=False)
         generator = Seq2SeqGenerator.from_model(model, args.start_id, args.end_id)
@@ -133,7 +140,12 @@ def main(argv=None):
         if args.saved_model:
             export_saved_model(generator, out_dir / "saved_model", **search)
             print(f"wrote {out_dir / 'saved_model'}")
-    except (OSError, ValueError, TypeError, ImportError) as error:
+    except BrokenPipeError:
+        raise  # `end_command` ends quietly
+    except OSError as error:  # a full disk, a read-only file system: one line
+        print(f"{PROG}: error: {file_error_message(error)}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError, ImportError) as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         print(f"{PROG}: error: {first}", file=sys.stderr)
         return 2
@@ -141,4 +153,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # A failed export ends the process at once (see `end_command`).
+    sys.exit(end_command(main, PROG, before_exit=(native_log.stop_filter,)))

@@ -3,15 +3,18 @@ file against its published hash (CMUdict, Multi30k)."""
 
 import hashlib
 
+from keras_attention.files.reading import open_regular
+
 
 def sha256_of(path):
     """The hex SHA-256 digest of the file at `path`, read 1 MiB at a time.
 
     Args:
-        path: a file path (str or `os.PathLike`).
+        path: a file path (str or `os.PathLike`); a FIFO or a device is
+            refused before it is opened (`NotARegularFileError`).
     """
     digest = hashlib.sha256()
-    with open(path, "rb") as file:
+    with open_regular(path, "rb", "data file") as file:  # a FIFO is refused, not waited on
         for block in iter(lambda: file.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

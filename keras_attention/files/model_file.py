@@ -1,8 +1,11 @@
 """`load_model`: a `.keras` file, or one line saying why it cannot be read."""
 
+import contextlib
 import re
 
 import keras
+
+from keras_attention.files.reading import require_regular_file
 
 
 class ModelFileError(ValueError):
@@ -20,12 +23,16 @@ def load_model(path, import_hint="import the module that registers it before loa
         **options: `keras.saving.load_model`'s.
 
     Raises:
+        NotARegularFileError: `path` is a FIFO, a device or a folder
+            (`keras_attention.files.reading`); it is not opened.
         ModelFileError: the model holds a `Lambda` layer (arbitrary Python
             code, which safe mode refuses) or a class that is not registered
             with `keras.saving.register_keras_serializable` (a layer of a
             module not imported), or another config Keras cannot read. The
             message names the file and says what Keras found, in one line.
     """
+    with contextlib.suppress(FileNotFoundError):  # Keras says it as before
+        require_regular_file(path, "model file")  # a FIFO would make Keras wait forever
     try:
         return keras.saving.load_model(path, **options)
     except (ValueError, TypeError) as error:

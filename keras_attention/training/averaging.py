@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from keras_attention.arguments.validation import check_positive_int
+from keras_attention.files.reading import require_regular_file
 
 EPOCHS_DIR = "epochs"
 _EPOCH_FILE = re.compile(r"^epoch_(\d+)\.weights\.h5$")
@@ -73,6 +74,7 @@ def average_weights(model, paths):
     for path in paths:
         if not path.exists():
             raise FileNotFoundError(f"No weight file at {path}")
+        require_regular_file(path, "weight file")  # a FIFO would hang the loading
     variables = model.weights
     floating = [str(v.dtype).startswith(("float", "bfloat")) for v in variables]
     sums = None

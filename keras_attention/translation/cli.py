@@ -33,12 +33,16 @@ import keras
 from keras_attention.arguments.cli_types import positive_float as _positive_float
 from keras_attention.arguments.cli_types import positive_int as _positive_int
 from keras_attention.arguments.cli_types import unit_interval as _unit_interval
+from keras_attention.backend import native_log
 from keras_attention.backend.check import TRANSLATOR_NEEDS
 from keras_attention.backend.check import require_packages
 from keras_attention.backend.precision import PolicyError
 from keras_attention.export.arguments import beam_width as _beam_width
 from keras_attention.export.arguments import penalty as _penalty
 from keras_attention.files.atomic import DiskFullError
+from keras_attention.files.file_errors import check_can_write
+from keras_attention.files.file_errors import end_command
+from keras_attention.files.file_errors import file_errors
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
@@ -190,6 +194,7 @@ def _explain(args):
 
 
 def _export(args):
+    check_can_write(args.out_dir)  # before the run is loaded and traced
     code = export.run_export(args)
     if code:
         raise SystemExit(code)
@@ -392,11 +397,13 @@ def main(argv=None, prog=None):
     the run folder of `train` and `average`, the scores of `evaluate`, the
     translations of `translate` (from standard input, their number), the
     table of `explain`, the `RunStatus` of `status`, 0 for `export`. A command
-    that fails raises `SystemExit` with its message."""
+    that fails raises `SystemExit` with its message, a file's error too (a
+    full disk, a read-only file system, a FIFO where a file is read:
+    `COMMAND: PATH: ...`, `keras_attention.files.file_errors`)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     args = parse_args(argv, prog)
     require_packages(args.command, TRANSLATOR_NEEDS[args.command])
-    with library_logging(args.verbose):
+    with library_logging(args.verbose), file_errors(args.command):
         return args.func(args)
 
 
@@ -436,15 +443,22 @@ def console_main(argv=None, prog=None):
     `keras-attention-translate` and `python -m keras_attention.translation`).
 
     A run folder that cannot be read (missing, damaged, not a run) is said in
-    one line, `error: message`, with exit status 1, not a traceback.
+    one line, `error: message`, with exit status 1, not a traceback; so is a
+    file that cannot be written or read (a full disk, a read-only file
+    system). A command that fails ends the process at once, and a closed
+    standard output (`translate ... | head -1`) ends it quietly with status
+    141 (`keras_attention.files.file_errors.end_command`). Called with
+    `argv` None (from a shell), a command that fails ends the process at
+    once; with `argv`, it raises `SystemExit`.
     """
-    try:
-        main(argv, prog)
-    except (
-        RunFolderError,
-        CorruptRunError,
-        FileNotFoundError,
-        NotADirectoryError,
-    ) as error:
-        raise commands.command_error("error", error) from None
-    return 0
+
+    def run():
+        try:
+            main(argv, prog)
+        except (RunFolderError, CorruptRunError) as error:
+            raise commands.command_error("error", error) from None
+        return 0
+
+    return end_command(
+        run, "error", exit_process=argv is None, before_exit=(native_log.stop_filter,)
+    )

@@ -22,6 +22,7 @@ import tensorflow as tf
 from keras_attention.arguments.validation import check_positive_int
 from keras_attention.decoders.overridden_decoder import overridden_decoder
 from keras_attention.files.atomic import write_text
+from keras_attention.files.file_errors import check_can_write
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BEAM_WIDTH
@@ -80,6 +81,7 @@ def evaluate(
         runs.check_evaluation_folder(run_dir, out_dir)  # before any decoding
     except RunFolderError as error:
         raise command_error("evaluate", error) from None
+    check_can_write(out_dir or run_dir / runs.EVALUATION_DIR)
     translator, config = load_run(run_dir)
     if "beam" in methods:
         _check_beam_width(translator, beam_width, "evaluate")
@@ -297,6 +299,7 @@ def explain(
     translator, config = load_run(run_dir)
     if not translator.has_attention:
         raise SystemExit("explain: the run has no attention (attention=none)")
+    check_can_write(run_dir)  # explain.json, written after minutes of decoding
     data = load_multi30k([split], data_dir)[split]
     data = data.head(max_sentences)
     en, fr = data.en, data.fr
@@ -376,6 +379,7 @@ def average(run_dir, last, out_dir, overwrite=False):
         runs.check_writable(out_dir, overwrite)
     except (RunFolderError, CorruptRunError) as error:
         raise command_error("average", error) from None
+    check_can_write(out_dir)
     translator, config = load_run(run_dir)
     model = translator.model
     averaging.average_weights(model, [averaging.epoch_weight_path(run_dir, e) for e in epochs])

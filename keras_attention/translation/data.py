@@ -34,6 +34,7 @@ from pathlib import Path
 from keras_attention.arguments.validation import check_positive_int
 from keras_attention.arguments.validation import check_same_count
 from keras_attention.files.file_hash import sha256_of
+from keras_attention.files.reading import read_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -282,7 +283,8 @@ def _remedy(first_step: str) -> str:
 
 
 def _local_paths(names: list[str], folder: Path, origin: str) -> dict[str, Path]:
-    missing = [name for name in names if not (folder / name).is_file()]
+    # A FIFO or a device there is not missing: reading it says what it is.
+    missing = [name for name in names if not (folder / name).exists()]
     if missing:
         raise FileNotFoundError(
             f"Multi30k files missing from {folder} (given by {origin}): "
@@ -324,8 +326,7 @@ def _download(names: list[str]) -> dict[str, Path]:
 
 
 def _read_lines(path: str | os.PathLike) -> list[bytes]:
-    with open(path, "rb") as file:
-        data = file.read()
+    data = read_bytes(path, "data file")  # a FIFO is refused, not waited on
     if data[:2] == _GZIP_MAGIC:
         try:
             data = gzip.decompress(data)

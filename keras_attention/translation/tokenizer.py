@@ -46,6 +46,7 @@ import tensorflow_text as tf_text
 
 from keras_attention.arguments.validation import check_positive_int
 from keras_attention.files.atomic import write_text
+from keras_attention.files.reading import read_text
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
 PAD_ID = 0
@@ -321,15 +322,20 @@ class SubwordTokenizer(tf.Module):
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> SubwordTokenizer:
-        """Restores a tokenizer written by `save`."""
+        """Restores a tokenizer written by `save`.
+
+        A path that is not a regular file (a FIFO, a device) is refused
+        before it is opened (`NotARegularFileError`, naming it).
+        """
         folder = Path(path)
-        config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+        # A FIFO or a device in place of a file is refused, not waited on.
+        config = json.loads(read_text(folder / CONFIG_FILE, "tokenizer file"))
         if config.get("format_version") != _FORMAT_VERSION:
             raise ValueError(
                 f"{folder / CONFIG_FILE}: unsupported format_version "
                 f"{config.get('format_version')!r}; expected {_FORMAT_VERSION}."
             )
-        vocab = (folder / VOCAB_FILE).read_text(encoding="utf-8").split("\n")
+        vocab = read_text(folder / VOCAB_FILE, "vocabulary file").split("\n")
         if vocab and vocab[-1] == "":
             vocab.pop()
         if len(vocab) != config["vocab_size"]:
