@@ -121,3 +121,30 @@ def test_a_model_without_a_source_signature_is_refused(tmp_path):
     path.write_bytes(converter.convert())
     with pytest.raises(ValueError, match="no signature of one source input"):
         warm_up(Interpreter(model_path=str(path)), 4)
+
+
+@pytest.mark.parametrize(
+    ("length", "bound"), [(10**7, None), (513, None), (9, 8)], ids=["huge", "above_512", "given"]
+)
+def test_a_length_above_max_source_length_is_refused_before_any_call(exported, length, bound):
+    # The model reads at most its manifest's max_source_length positions: a
+    # longer warm-up would only allocate (10**7 positions ran unbounded).
+    interpreter = Interpreter(model_path=str(exported["dynamic"]))
+    options = {} if bound is None else {"max_source_length": bound}
+    limit = bound or 512
+    with pytest.raises(ValueError, match=rf"at most max_source_length={limit}.*={length}$"):
+        warm_up(interpreter, length, **options)
+    # Nothing ran: the input keeps the shape of the model's signature.
+    assert _input_shape(interpreter, "generate", "source") == [1, 1]
+
+
+def test_a_length_up_to_the_given_max_source_length_warms_up(exported):
+    interpreter = warm_up(Interpreter(model_path=str(exported["dynamic"])), 8, max_source_length=8)
+    assert _input_shape(interpreter, "generate", "source") == [1, 8]
+
+
+@pytest.mark.parametrize("bad", [0, None, 2.5, True])
+def test_a_max_source_length_that_is_not_a_positive_int_is_named(exported, bad):
+    interpreter = Interpreter(model_path=str(exported["dynamic"]))
+    with pytest.raises(ValueError, match="`max_source_length`"):
+        warm_up(interpreter, 4, max_source_length=bad)

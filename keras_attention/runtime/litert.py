@@ -1,14 +1,16 @@
 """Running an exported TFLite model: `warm_up`, one call at the largest source
 before the app's first.
 
-LiteRT's default CPU path (the XNNPACK delegate, on in Python LiteRT and on
-Android) can return wrong tokens on the first call whose source is longer
-than any earlier call of the same interpreter: the tensors sized by the
-source grow then, and now and again the search reads a stale buffer (all-0
-tokens with a NaN log-probability, or another sentence). Measured with
-`benchmarks/lite_first_growth.py`: about 1 in 1,000 such calls, none of the
-calls at a length the interpreter had already seen (docs/benchmarks.md). A
-fresh interpreter's first call is right at any length, so one call at the
+Models written by this release need no warm-up. LiteRT's default CPU path
+(the XNNPACK delegate, on in Python LiteRT and on Android) returned wrong
+tokens now and then on the first call whose source was longer than any
+earlier call of the same interpreter, when the model's search loop carried
+tensors sized by the source (its body was resized then, and read memory
+nobody wrote: all-0 tokens with a NaN log-probability, or another sentence).
+`export_tflite` now pads the search's state to a static width, and
+`benchmarks/lite_first_growth.py` measures both graphs (docs/benchmarks.md).
+
+`warm_up` stays for models exported by earlier releases: one call at the
 largest length the app will send, made once and thrown away, leaves every
 later call within the sizes already allocated.
 
@@ -26,8 +28,13 @@ import numpy as np
 # model's vocabulary has (START, END and padding come first).
 _WARM_UP_ID = 1
 
+# The models' default max_source_length (`search_defaults.MAX_SOURCE_LENGTH`,
+# not imported: this file needs numpy only). A model reads no more positions
+# than its manifest's max_source_length, so a longer warm-up is refused.
+MAX_SOURCE_LENGTH = 512
 
-def warm_up(interpreter, source_length=None):
+
+def warm_up(interpreter, source_length=None, max_source_length=MAX_SOURCE_LENGTH):
     """Calls every signature of `interpreter` once at `source_length`.
 
     Each signature with one input (`generate`, `generate_beam`, `encode`,
@@ -42,23 +49,33 @@ def warm_up(interpreter, source_length=None):
             a model of a static source length (`source_length=N` at export):
             N. A model of dynamic length needs it (its manifest's
             `max_source_length` is the most the model reads).
+        max_source_length: the model's manifest's `max_source_length`, the
+            most `source_length` may be (default 512, the models' default).
 
     Returns:
         `interpreter`, ready for the app's calls.
 
     Raises:
         ValueError: the model has no signature with a source, `source_length`
-            is not a positive integer, is None for a model of dynamic length,
-            or differs from a static length.
+            or `max_source_length` is not a positive integer, `source_length`
+            is None for a model of dynamic length,
+            differs from a static length, or is above `max_source_length`.
     """
-    if source_length is not None and (
-        isinstance(source_length, bool)
-        or not isinstance(source_length, numbers.Integral)
-        or source_length < 1
-    ):
+    for name, value in (("source_length", source_length), ("max_source_length", max_source_length)):
+        if (value is not None or name == "max_source_length") and (
+            isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1
+        ):
+            none = " or None" if name == "source_length" else ""
+            raise ValueError(
+                f"Invalid value for argument `{name}`. Expected a positive integer{none}. "
+                f"Received: {name}={value!r}"
+            )
+    if source_length is not None and source_length > max_source_length:
         raise ValueError(
-            "Invalid value for argument `source_length`. Expected a positive integer or "
-            f"None. Received: source_length={source_length!r}"
+            "Invalid value for argument `source_length`. Expected at most "
+            f"max_source_length={max_source_length} (the manifest's max_source_length: the "
+            "model reads no more positions; pass `max_source_length` for a model exported "
+            f"with a larger bound). Received: source_length={source_length}"
         )
     signatures = interpreter.get_signature_list()
     encoded = None
