@@ -60,6 +60,7 @@ from keras_attention.scoring import plots  # noqa: E402
 from keras_attention.scoring.error_rates import error_rate_table  # noqa: E402
 from keras_attention.scoring.error_rates import plot_error_rates_by_length  # noqa: E402
 from keras_attention.scoring.error_rates import score_decodings  # noqa: E402
+from keras_attention.text.ascii_spelling import ascii_upper  # noqa: E402
 from keras_attention.text.line_reader import LineReader  # noqa: E402
 from keras_attention.text.line_reader import read_inputs  # noqa: E402
 from keras_attention.text.symbol_vocabulary import SymbolVocabulary  # noqa: E402
@@ -383,7 +384,7 @@ def save_alignment_plot(path, generator, vocab, words, config, args, models=1):
     if models > 1:
         title += f", mean of {models} models"
     panels = []
-    for word in (w.upper() for w in words):
+    for word in (ascii_upper(w) for w in words):
         out = generator.greedy(np.array([vocab.encode_word(word)], "int32"))
         n = int(np.asarray(out["lengths"])[0])
         phones = vocab.decode_phones(np.asarray(out["tokens"])[0, :n]) + ["</s>"]
@@ -442,7 +443,7 @@ def pronounce(args, stream=None, out=None):
     model, vocab, _ = load_run(args.run_dir)
     for where, word in entries:  # every word checked before any is pronounced
         try:
-            vocab.source.encode(word.upper(), "word", max_length=MAX_SOURCE_LENGTH)
+            vocab.source.encode(ascii_upper(word), "word", max_length=MAX_SOURCE_LENGTH)
         except ValueError as error:
             raise SystemExit(f"pronounce: {where}: {error}") from None
     generator = make_generator(model, args.monotonic_mode)

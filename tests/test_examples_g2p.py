@@ -198,7 +198,7 @@ def test_pronounce_gives_phones_of_the_vocabulary(g2p, run_dir):
 
 @pytest.mark.parametrize(
     "words, stdin, where",
-    [(["fine", "Zoë"], "", "argument 2"), ([], "ok\n\nwell-known\n", "line 3 of standard input")],
+    [(["fine", "R2D2"], "", "argument 2"), ([], "ok\n\nwell-known\n", "line 3 of standard input")],
 )
 def test_pronounce_refuses_a_word_with_unknown_characters_naming_it(
     g2p, run_dir, words, stdin, where
@@ -207,6 +207,18 @@ def test_pronounce_refuses_a_word_with_unknown_characters_naming_it(
     message = rf"^pronounce: {where}: The word '{bad.upper()}' has characters outside"
     with pytest.raises(SystemExit, match=message):
         pronounce(g2p, run_dir, words=words, stdin=stdin)
+
+
+# `str.upper` folds the first three into ASCII ("STRASSE", "FISH", "IT") and
+# not the fourth: one rule refuses every letter that is not ASCII.
+@pytest.mark.parametrize("word", ["straße", "\ufb01sh", "\u0131t", "café", "Zoë"])
+def test_pronounce_refuses_every_word_that_is_not_ascii_naming_the_character(g2p, run_dir, word):
+    message = rf"^pronounce: argument 2: The word '{word}' has a character that is not ASCII"
+    with pytest.raises(SystemExit, match=message):
+        pronounce(g2p, run_dir, words=["fine", word])
+    argv = ["evaluate", "--run-dir", str(run_dir), "--data-dir", str(DATA), "--verbose", "0"]
+    with pytest.raises(SystemExit, match="has a character that is not ASCII"):
+        g2p.main([*argv, "--alignments", word, "--limit", "1", "--beam-width", "0"])
 
 
 def test_pronounce_refuses_a_word_longer_than_a_source_may_be(g2p, run_dir):
