@@ -76,7 +76,7 @@ def tflite_schema():
         except ImportError as error:
             raise ImportError(
                 "Listing TFLite operators needs ai-edge-litert or TensorFlow: "
-                "`pip install keras-seq2seq-attention[examples]`."
+                "`pip install keras-seq2seq-attention[tensorflow]`."
             ) from error
     return schema
 

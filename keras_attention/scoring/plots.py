@@ -1,7 +1,7 @@
 """Figures of a trained model: attention weights as heatmaps, scores as lines.
 
-matplotlib is imported when a figure is drawn (install the `examples` extra:
-`pip install keras-seq2seq-attention[examples]`), in its non-interactive
+matplotlib is imported when a figure is drawn (install the `tensorflow` extra:
+`pip install keras-seq2seq-attention[tensorflow]`), in its non-interactive
 backend; each function writes one PNG and closes its figure.
 """
 
@@ -16,7 +16,7 @@ def _pyplot():
     except ImportError:
         raise ImportError(
             "keras_attention.scoring.plots draws with matplotlib, which is not installed: "
-            "pip install 'keras-seq2seq-attention[examples]' (or matplotlib)"
+            "pip install 'keras-seq2seq-attention[tensorflow]' (or matplotlib)"
         ) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

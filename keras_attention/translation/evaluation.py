@@ -31,7 +31,7 @@ def _sacrebleu():
         import sacrebleu
     except ImportError as error:
         raise ImportError(
-            "Scoring needs sacrebleu: `pip install keras-seq2seq-attention[examples]`."
+            "Scoring needs sacrebleu: `pip install keras-seq2seq-attention[tensorflow]`."
         ) from error
     return sacrebleu
 
@@ -41,7 +41,7 @@ def _moses_tokenizer(lang):
         from sacremoses import MosesTokenizer
     except ImportError as error:
         raise ImportError(
-            "Tokenized BLEU needs sacremoses: `pip install keras-seq2seq-attention[examples]`."
+            "Tokenized BLEU needs sacremoses: `pip install keras-seq2seq-attention[tensorflow]`."
         ) from error
     return MosesTokenizer(lang=lang)
 

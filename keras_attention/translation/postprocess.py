@@ -38,7 +38,7 @@ def _moses_detokenizer(lang: str):
     except ImportError as error:
         raise ImportError(
             "postprocess needs the `sacremoses` package. Install it with "
-            "`pip install keras-seq2seq-attention[examples]` (or `pip install sacremoses`)."
+            "`pip install keras-seq2seq-attention[tensorflow]` (or `pip install sacremoses`)."
         ) from error
     return MosesDetokenizer(lang=lang)
 
@@ -62,7 +62,7 @@ def postprocess(text: str | bytes, lang: str, capitalize: bool = False) -> str:
         str.
 
     Raises:
-        ImportError: sacremoses is not installed (`examples` extra).
+        ImportError: sacremoses is not installed (`tensorflow` extra).
     """
     if isinstance(text, bytes):
         text = text.decode("utf-8")
