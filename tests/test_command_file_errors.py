@@ -417,3 +417,47 @@ def test_an_unsupported_keras_backend_is_one_line(backend):
     )
     assert f"Supported: {', '.join(SUPPORTED_BACKENDS)}." in lines[0]
     assert f"Installed: {', '.join(installed_backends())};" in lines[0]
+
+
+# ------------------------------------- the other commands: export, G2P
+
+
+def test_the_generic_export_says_a_read_only_output_before_loading(
+    finished_run, tmp_path, monkeypatch, capsys
+):
+    from keras_attention.export import __main__ as export_main
+
+    monkeypatch.setattr(export_main, "load_model", _no_decoding)
+    _read_only(monkeypatch, tmp_path)
+    model = str(finished_run / runs.MODEL_FILE)
+    argv = [model, str(tmp_path / "out"), "--start-id", "2", "--end-id", "3"]
+    assert export_main.main(argv) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "Read-only file system" in lines[0], lines
+    assert lines[0].startswith(f"{export_main.PROG}: error: {tmp_path / 'out'}: cannot write")
+
+
+def test_the_generic_export_refuses_a_fifo_model_file(tmp_path, capsys, no_waiting):
+    from keras_attention.export import __main__ as export_main
+
+    fifo = _fifo_at(tmp_path / "model.keras")
+    argv = [str(fifo), str(tmp_path / "out"), "--start-id", "2", "--end-id", "3"]
+    assert export_main.main(argv) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        f"{export_main.PROG}: error: {fifo} is not a regular file: it is a FIFO "
+        "(named pipe). The model file to read must be a regular file; it was not "
+        "opened."
+    ]
+
+
+def test_the_g2p_example_says_a_read_only_output_in_one_line_in_a_shell(tmp_path):
+    scores = tmp_path / "scores"
+    scores.mkdir()
+    argv = [str(ROOT / "examples" / "g2p_cmudict.py"), "evaluate", "--run-dir"]
+    argv += [str(tmp_path / "no-run"), "--json", str(scores / "eval.json")]
+    result = run_command(argv, scores, errno.EROFS)
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"evaluate: {scores / 'eval.json'}: cannot write in {scores}: Read")
