@@ -511,7 +511,7 @@ def test_a_missing_package_skips_its_parametrized_test_with_the_install_command(
     mark = parametrize_with_checks(lambda: GMMAttention(2), tflite=True, decoders=())
     promise, check = mark.args[1][-1]
     assert promise == "builtin-only TFLite"
-    with pytest.raises(pytest.skip.Exception, match=r"ai-edge-litert.*\[examples\]"):
+    with pytest.raises(pytest.skip.Exception, match=r"ai-edge-litert.*\[tensorflow\]"):
         check()
 
 
