@@ -461,3 +461,16 @@ def test_the_g2p_example_says_a_read_only_output_in_one_line_in_a_shell(tmp_path
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"evaluate: {scores / 'eval.json'}: cannot write in {scores}: Read")
+
+
+def test_the_translators_export_module_says_a_read_only_output_in_one_line(run_copy, tmp_path):
+    out = tmp_path / "out" / "export"
+    (tmp_path / "out").mkdir()
+    argv = [str(run_copy), str(out), "--variants", "float32"]
+    result = run_command(
+        argv, tmp_path / "out", errno.EROFS, module="keras_attention.translation.export"
+    )
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: {out}: cannot write in {tmp_path / 'out'}: Read-only")

@@ -40,7 +40,6 @@ from keras_attention.backend.precision import PolicyError
 from keras_attention.export.arguments import beam_width as _beam_width
 from keras_attention.export.arguments import penalty as _penalty
 from keras_attention.files.atomic import DiskFullError
-from keras_attention.files.file_errors import check_can_write
 from keras_attention.files.file_errors import end_command
 from keras_attention.files.file_errors import file_errors
 from keras_attention.generation.search_defaults import BEAM_WIDTH
@@ -194,8 +193,7 @@ def _explain(args):
 
 
 def _export(args):
-    check_can_write(args.out_dir)  # before the run is loaded and traced
-    code = export.run_export(args)
+    code = export.run_export(args)  # checks that the output can be written first
     if code:
         raise SystemExit(code)
     return code

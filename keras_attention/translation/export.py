@@ -42,6 +42,7 @@ import keras
 import tensorflow as tf
 
 from keras_attention.arguments.validation import check_positive_int
+from keras_attention.backend import native_log
 from keras_attention.export.arguments import add_export_arguments
 from keras_attention.export.backend import BackendError
 from keras_attention.export.backend import check_tensorflow_backend
@@ -53,6 +54,8 @@ from keras_attention.export.folder import check_variants
 from keras_attention.export.folder import export_folder
 from keras_attention.export.saved_model import SIGNATURES
 from keras_attention.files.atomic import write_json
+from keras_attention.files.file_errors import check_can_write
+from keras_attention.files.file_errors import end_command
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import MAX_BATCH
@@ -347,7 +350,9 @@ def parse_args(argv=None):
 def run_export(args):
     """Runs `export_run` with the options `add_run_export_arguments` parsed
     and prints where the files went; returns the exit status: 0, or 2 after
-    one line `error: ...` on standard error."""
+    one line `error: ...` on standard error. An output folder that cannot be
+    written raises its `OSError` first, before the run is loaded
+    (`keras_attention.files.file_errors.check_can_write`)."""
     options = {
         "run_dir": args.run_dir,
         "out_dir": args.out_dir,
@@ -362,6 +367,7 @@ def run_export(args):
         "max_batch": args.max_batch,
         "report": print,
     }
+    check_can_write(args.out_dir)  # a read-only place, said before the run is loaded
     try:
         export_run(**options)
     except (FileNotFoundError, ValueError, BackendError) as error:
@@ -376,5 +382,5 @@ def main(argv=None):
     return run_export(parse_args(argv))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # a file's error in one line, then the process ends at once
+    sys.exit(end_command(main, "error", before_exit=(native_log.stop_filter,)))
