@@ -147,6 +147,18 @@ def _read_hashed(run_dir, name):
     return sha256_of(run_dir / name)
 
 
+def _read_progress(run_dir, name):
+    from keras_attention.training.time_budget import TimeBudget
+
+    return TimeBudget(1.0, 1e-3, 1e-4, run_dir / name)
+
+
+def _read_tflite(run_dir, name):
+    from keras_attention.export.operators import tflite_operators
+
+    return tflite_operators(run_dir / name)
+
+
 READERS = {
     "tokenizer.json": (_read_tokenizer, f"{runs.SOURCE_VOCAB}/tokenizer.json"),
     "vocab.txt": (_read_tokenizer, f"{runs.SOURCE_VOCAB}/vocab.txt"),
@@ -154,6 +166,8 @@ READERS = {
     "model.keras": (_read_model, runs.MODEL_FILE),
     "data file": (_read_data, "train.en.gz"),
     "hashed data file": (_read_hashed, "train.en.gz"),
+    "progress.json": (_read_progress, "progress.json"),
+    "TFLite model": (_read_tflite, "model.tflite"),
 }
 
 

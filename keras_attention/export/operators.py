@@ -1,6 +1,6 @@
 """Reading the operators of a `.tflite` model, to check what it needs at run time."""
 
-from pathlib import Path
+from keras_attention.files.reading import read_bytes
 
 # What a builtin-only model must not contain: Flex (TensorFlow) and custom
 # operators need a delegate or registrar in the app; variable operators mean
@@ -42,7 +42,7 @@ def tflite_subgraph_operators(model):
         name → number of uses, named as in `tflite_operators`.
     """
     schema = tflite_schema()
-    data = model if isinstance(model, bytes | bytearray) else Path(model).read_bytes()
+    data = model if isinstance(model, bytes | bytearray) else read_bytes(model, "TFLite model")
     root = schema.Model.GetRootAs(data, 0)
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
     codes = []

@@ -8,6 +8,7 @@ import time
 import keras
 
 from keras_attention.files.atomic import write_json
+from keras_attention.files.reading import read_text
 from keras_attention.training.schedules import check_max_minutes
 from keras_attention.training.schedules import cosine_to_budget
 
@@ -85,8 +86,7 @@ class TimeBudget(keras.callbacks.Callback):
         self.total_steps = total_steps
         self.state = {"seconds": 0.0, "epochs": []}
         if os.path.exists(state_path):
-            with open(state_path) as f:
-                self.state = json.load(f)
+            self.state = json.loads(read_text(state_path, "progress file"))  # not a FIFO
 
     def keep_epochs(self, count):
         """Forgets the epochs after the first `count`: those a killed run
