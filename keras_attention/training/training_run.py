@@ -684,6 +684,23 @@ class TrainingRun:
                 run_folder.restore(model, self.run_dir, state)
         return model
 
+    def _callbacks(self, callbacks, epochs, monitor, learning_rate, max_minutes, keep_epochs):
+        """The user's callbacks and the run's, and the run's `RunKeeper`."""
+        training_time = self.training_time
+        callbacks = list(callbacks)
+        if learning_rate is not None:
+            callbacks.append(
+                CosineToBudget(learning_rate, epochs, max_minutes, clock=training_time)
+            )
+        if keep_epochs:
+            callbacks.append(EpochWeights(self.run_dir))
+        if max_minutes is not None:
+            callbacks.append(TimeLimit(max_minutes, training_time))
+        # Last, so that it backs up what the others left: the averaged
+        # weights, the epoch's learning rate in the logs, the decision to stop.
+        keeper = RunKeeper(self.run_dir, self.state, monitor=monitor, training_time=training_time)
+        return callbacks + [keeper], keeper
+
     def _fit(
         self,
         model,
@@ -712,19 +729,9 @@ class TrainingRun:
             # rows of weight 0 would change.
             distribution_lib.check_padding_exact(model, x.element_spec[0] if _is_dataset(x) else x)
         training_time = self.training_time
-        callbacks = list(callbacks)
-        if learning_rate is not None:
-            callbacks.append(
-                CosineToBudget(learning_rate, epochs, max_minutes, clock=training_time)
-            )
-        if keep_epochs:
-            callbacks.append(EpochWeights(self.run_dir))
-        if max_minutes is not None:
-            callbacks.append(TimeLimit(max_minutes, training_time))
-        # Last, so that it backs up what the others left: the averaged
-        # weights, the epoch's learning rate in the logs, the decision to stop.
-        keeper = RunKeeper(self.run_dir, state, monitor=monitor, training_time=training_time)
-        callbacks.append(keeper)
+        callbacks, keeper = self._callbacks(
+            callbacks, epochs, monitor, learning_rate, max_minutes, keep_epochs
+        )
         start = time.time()
         spent = max_minutes is not None and training_time() >= max_minutes * 60
         if state is None or not (state["stopped"] or state["epoch"] >= epochs or spent):
