@@ -362,6 +362,41 @@ def test_a_write_that_fails_inside_hdf5_ends_in_one_line_not_a_crash(tmp_path):
         assert not target.exists()
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE and SIGXFSZ")
+def test_train_whose_weights_cannot_be_written_ends_in_one_line_not_a_crash(tmp_path):
+    """The real command (about a minute): `train` whose first backup of the
+    weights fails inside HDF5 (a 200 kB file size limit) ended in a
+    segmentation fault after a 510-line traceback."""
+    import resource
+
+    from _data_paths import multi30k_dir
+
+    data = multi30k_dir()
+    if not (data / "train.en.gz").exists():
+        pytest.fail(f"Multi30k is not in {data} (see tests/_data_paths.py)")
+    run = tmp_path / "run"
+    argv = ["--data-dir", str(data), "train", "--run-dir", str(run), "--preset", "tiny"]
+    argv += ["--max-train-examples", "64", "--epochs", "1"]
+
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_attention.translation", *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=limit_file_size,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    assert result.returncode == 1, result.stderr[-3000:]
+    ours = [line for line in result.stderr.splitlines() if not line.startswith("INFO ")]
+    assert len(ours) == 1 and ours[0].startswith(f"train: {run}"), result.stderr[-3000:]
+    assert "File too large" in ours[0]
+
+
 # ------------------------------------------------------ a closed pipe
 
 
