@@ -131,3 +131,10 @@ def test_python_m_command_without_tensorflow_stops_in_one_line_naming_it_and_the
     assert len(lines) == 1, result.stderr
     assert f"{module} needs TensorFlow" in lines[0]
     assert "pip install keras-seq2seq-attention[tensorflow]" in lines[0]
+
+
+def test_every_translator_command_says_what_it_needs():
+    from keras_attention.backend.check import TRANSLATOR_NEEDS
+    from keras_attention.translation.cli import COMMANDS
+
+    assert set(TRANSLATOR_NEEDS) == set(COMMANDS)
