@@ -307,6 +307,17 @@ class _Checker:
         layer.set_weights(self.built.get_weights())
         return layer
 
+    def whole_call(self, layer):
+        """`layer` called on every query at once: `(context, weights, last state)`."""
+        return layer(
+            self.query,
+            self.value,
+            key=self.key,
+            value_mask=self.mask,
+            return_attention_scores=True,
+            return_attention_state=True,
+        )
+
     def build(self, layer):
         """Builds `layer` for the sizes of the checks. The build runs one step on
         zeros after `build_score`: where that step trips on a malformed initial
@@ -632,14 +643,7 @@ class _Checker:
     def sequence_equals_steps(self):
         layer = self.built
         with self.promise("attend_sequence", "sequence call equals step-by-step decoding"):
-            context, weights, last = layer(
-                self.query,
-                self.value,
-                key=self.key,
-                value_mask=self.mask,
-                return_attention_scores=True,
-                return_attention_state=True,
-            )
+            context, weights, last = self.whole_call(layer)
         with self.promise("attend_step", "sequence call equals step-by-step decoding"):
             value = _zeroed(ops.convert_to_tensor(self.value), self.mask)
             keys = layer.precompute_keys(_zeroed(ops.convert_to_tensor(self.key), self.mask))
@@ -745,15 +749,7 @@ class _Checker:
 
     def mixed_precision(self):
         with self.promise("step_weights", "mixed precision"):
-            half = self.fresh("mixed_float16")
-            context, weights, state = half(
-                self.query,
-                self.value,
-                key=self.key,
-                value_mask=self.mask,
-                return_attention_scores=True,
-                return_attention_state=True,
-            )
+            context, weights, state = self.whole_call(self.fresh("mixed_float16"))
         expected = self.built(self.query, self.value, key=self.key, value_mask=self.mask)
         context32 = np.asarray(ops.cast(context, "float32"))
         if keras.backend.standardize_dtype(context.dtype) != "float16":
