@@ -83,24 +83,22 @@ def build_model(seed):
 KINDS = ("growing state (reproducer)", "dynamic export", "static export")
 
 
-def export_models(count, folder):
-    """{kind: [.tflite path of each model]}."""
+def export_models(count, folder, kinds=KINDS):
+    """{kind: [.tflite path of each model]} for `kinds`."""
     from keras_attention import Seq2SeqGenerator
     from keras_attention.export import export_tflite
 
-    paths = {kind: [] for kind in KINDS}
+    options = {"dynamic export": {}, "static export": {"source_length": MAX_LENGTH}}
+    paths = {kind: [] for kind in kinds}
     for seed in range(count):
         generator = Seq2SeqGenerator.from_model(build_model(seed), 1, VOCAB - 1)
-        for kind, options in (
-            ("dynamic export", {}),
-            ("static export", {"source_length": MAX_LENGTH}),
-        ):
+        for kind in kinds:
             path = os.path.join(folder, f"{kind.split()[0]}_{seed}.tflite")
-            export_tflite(generator, path, **options)  # the default bound, as apps
+            if kind == KINDS[0]:
+                write_reproducer(generator, path)
+            else:  # the default output bound, as an app's model
+                export_tflite(generator, path, **options[kind])
             paths[kind].append(path)
-        path = os.path.join(folder, f"reproducer_{seed}.tflite")
-        write_reproducer(generator, path)
-        paths[KINDS[0]].append(path)
         print(f"exported {seed + 1}/{count}", end="\r", flush=True)
     print()
     return paths
@@ -217,14 +215,22 @@ def main(argv=None):
         help="growth calls of the reproducer",
     )
     parser.add_argument("--live", type=int, default=0, help="interpreters kept alive")
+    parser.add_argument(
+        "--kinds",
+        nargs="+",
+        choices=KINDS,
+        default=list(KINDS),
+        metavar="KIND",
+        help=f"the models to run, of {', '.join(map(repr, KINDS))}",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--write", action="store_true", help="record in docs/benchmarks.md")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     rows = {}
     with tempfile.TemporaryDirectory() as folder:
-        paths = export_models(args.models, folder)
-        for kind in KINDS:
+        paths = export_models(args.models, folder, args.kinds)
+        for kind in args.kinds:
             calls = args.reproducer_calls if kind == KINDS[0] else args.calls
             rows[kind] = run_growth(paths[kind], calls, args.live, args.seed)
             print(kind, rows[kind][0], flush=True)
