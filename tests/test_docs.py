@@ -12,6 +12,7 @@
   `--help` are still the real ones.
 - `mkdocs build --strict` (with the API reference generated from the
   docstrings) succeeds.
+- Every test that docs/reliability.md names as checking a guarantee exists.
 """
 
 import contextlib
@@ -151,3 +152,12 @@ def test_site_builds_with_mkdocs_strict(tmp_path):
         "check_attention",
     ):
         assert name in api
+
+
+def test_every_test_the_reliability_page_names_exists():
+    named = set(re.findall(r"`(test_\w+)", (DOCS / "reliability.md").read_text()))
+    defined = set()
+    for path in (ROOT / "tests").glob("*.py"):
+        defined |= set(re.findall(r"^\s*def (test_\w+)", path.read_text(), re.M))
+    assert named, "docs/reliability.md names no test"
+    assert sorted(named - defined) == []
