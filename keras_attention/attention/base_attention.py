@@ -441,6 +441,12 @@ class BaseAttention(keras.layers.Layer):
             (batch, T_v) in the compute dtype (for a layer with several heads,
             their average); the new state dict.
         """
+        args = (value_mask, query_mask, training, noise, memory_prepared)
+        return self._step(query, value, processed_keys, attention_state, *args)
+
+    def _step(self, query, value, processed_keys, attention_state, *options):
+        """`attend_step`'s work (a subclass with a path of its own overrides it)."""
+        value_mask, query_mask, training, noise, memory_prepared = options
         dtype = self.compute_dtype
         query = ops.cast(query, dtype)
         value = ops.cast(value, dtype)
@@ -570,6 +576,12 @@ class BaseAttention(keras.layers.Layer):
         Returns:
             `(context (batch, T_q, d_v), weights (batch, T_q, T_v), last state)`.
         """
+        args = (value_mask, query_mask, training, attention_state, memory_prepared)
+        return self._sequence(query, value, processed_keys, *args)
+
+    def _sequence(self, query, value, processed_keys, *options):
+        """`attend_sequence`'s work (overridden like `_step`)."""
+        value_mask, query_mask, training, attention_state, memory_prepared = options
         dtype = self.compute_dtype
         query = ops.cast(query, dtype)
         value = ops.cast(value, dtype)

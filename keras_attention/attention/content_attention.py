@@ -164,46 +164,21 @@ class ContentAttention(BaseAttention):
         )  # (B, H, 1, T_v)
         return ops.mean(ops.squeeze(weights, 2), axis=1), {}  # (B, T_v)
 
-    def attend_step(
-        self,
-        query,
-        value,
-        processed_keys,
-        attention_state,
-        value_mask=None,
-        query_mask=None,
-        training=None,
-        noise=None,
-        *,
-        memory_prepared=False,
-    ):
-        """One step of the contract: the arguments and returns of `BaseAttention.attend_step`.
-
-        The weights depend on the query and keys alone: the state is the empty
-        dict, passed on. With several heads, the weights returned are the
-        average of the heads' (the alignment a plot shows); the Keras call
-        gives each head's.
-        """
+    def _step(self, query, value, processed_keys, attention_state, *options):
+        """`attend_step` in one pass. The weights depend on the query and keys
+        alone: the state is the empty dict, passed on. With several heads, the
+        weights returned are the average of the heads' (the alignment a plot
+        shows); the Keras call gives each head's."""
+        value_mask, query_mask, training, noise, memory_prepared = options
         self._check_state(attention_state, tuple(value.shape))
         if len(query.shape) != 2:
             raise _arg_error("query", "(batch, d_q) for one step", query.shape)
         arguments = (query_mask, value_mask, training, noise, memory_prepared)
         return self._attend_averaged(query, value, processed_keys, *arguments)
 
-    def attend_sequence(
-        self,
-        query,
-        value,
-        processed_keys,
-        value_mask=None,
-        query_mask=None,
-        training=None,
-        attention_state=None,
-        *,
-        memory_prepared=False,
-    ):
-        """Every query at once, in parallel: the arguments and returns of
-        `BaseAttention.attend_sequence`."""
+    def _sequence(self, query, value, processed_keys, *options):
+        """`attend_sequence` with every query at once, in parallel."""
+        value_mask, query_mask, training, attention_state, memory_prepared = options
         if attention_state is not None:
             self._check_state(attention_state, tuple(value.shape))
         arguments = (query_mask, value_mask, training, None, memory_prepared)
