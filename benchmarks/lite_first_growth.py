@@ -104,18 +104,27 @@ def export_models(count, folder, kinds=KINDS):
     return paths
 
 
-def write_reproducer(generator, path):
+def write_reproducer(generator, path, source_length=None):
     """The search graph that meets the defect: greedy search over the
     generator's state as `encode` gives it, (1, S, ...) tensors carried by
-    the loop, the weights frozen as `export_tflite` freezes them."""
+    the loop, the weights frozen as `export_tflite` freezes them. With
+    `source_length` N, the static export of earlier releases (the page's):
+    a (1, N) source cut to its real positions inside, static outputs."""
     import tensorflow as tf
 
+    from keras_attention.export import tflite
+
     def generate(source):
-        result = generator.greedy_graph(source, MAX_LENGTH, empty_columns=False)
-        return {k: result[k] for k in ("tokens", "lengths", "log_probs", "attention")}
+        if source_length is None:
+            result = generator.greedy_graph(source, MAX_LENGTH, empty_columns=False)
+            return {k: result[k] for k in tflite.GENERATE_OUTPUTS}
+        real = source[:, : tf.maximum(tflite.real_length(source), 1)]
+        result = generator.greedy_graph(real, None, empty_columns=False)
+        rows = generator.resolve_max_length(source_length, None)
+        return tflite._static_rows(result, tflite.GENERATE_OUTPUTS, rows, source_length)
 
     frozen = [(v, tf.constant(v.numpy())) for v in generator.variables()]
-    spec = tf.TensorSpec([1, None], tf.int32, name="source")
+    spec = tf.TensorSpec([1, source_length], tf.int32, name="source")
     with keras.StatelessScope(state_mapping=frozen):
         function = tf.function(generate, input_signature=[spec], autograph=False)
         concrete = function.get_concrete_function()

@@ -50,12 +50,18 @@ def main(argv=None):
     parser.add_argument(
         "--calls", type=_report.positive_int, default=500, help="growth calls per model"
     )
+    parser.add_argument(
+        "--reproducer-calls",
+        type=_report.positive_int,
+        default=500,
+        help="growth calls per model of the reproducer",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--write", action="store_true", help="record in docs/benchmarks.md")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     chromium = _browser.chromium_or_skip()
-    kind = "static export"
+    kinds = ("growing state (reproducer)", "static export")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "site"
         folder.mkdir()
@@ -63,43 +69,50 @@ def main(argv=None):
         (folder / "g2p.json").write_text(json.dumps({"source_length": 1, "models": {}}))
         _browser.build_page(folder)
         (folder / "growth.html").write_text(PAGE)
-        paths = growth.export_models(args.models, str(folder), [kind])[kind]
+        paths = export_models(args.models, folder)
         models = []
-        for m, path in enumerate(paths):
-            sources = growth.sources(args.seed + 100 + m, growth.MAX_LENGTH)
-            reference = growth.reference_outputs(path, sources)
-            short, long = growth.LENGTHS
-            models.append(
-                {
-                    "url": Path(path).name,
-                    "short": sources[short].ravel().tolist(),
-                    "long": sources[long].ravel().tolist(),
-                    "expected": reference[long]["tokens"].ravel().tolist(),
-                }
-            )
+        for kind in kinds:
+            for m, path in enumerate(paths[kind]):
+                sources = growth.sources(args.seed + 100 + m, growth.MAX_LENGTH)
+                reference = growth.reference_outputs(path, sources)
+                short, long = growth.LENGTHS
+                models.append(
+                    {
+                        "url": Path(path).name,
+                        "kind": kind,
+                        "signature": "generate" if kind == "static export" else "serving_default",
+                        "short": sources[short].ravel().tolist(),
+                        "long": sources[long].ravel().tolist(),
+                        "expected": reference[long]["tokens"].ravel().tolist(),
+                        "calls": args.calls if kind == "static export" else args.reproducer_calls,
+                    }
+                )
         with _browser.static_server(folder) as (index_url, _):
             request = {
                 "url": index_url.replace("index.html", "growth.html"),
                 "chromium": chromium,
                 "models": models,
                 "shape": [1, growth.MAX_LENGTH],
-                "calls": args.calls,
             }
             answer = _browser.run_driver(DRIVER, request, tmp, timeout=3600)
     if answer["page_errors"]:
         raise RuntimeError(f"the page failed: {answer['page_errors']}")
-    wrong, calls = sum(answer["wrong"].values()), sum(answer["calls"].values())
+    counts = {kind: [0, 0] for kind in kinds}
+    for model in models:
+        counts[model["kind"]][0] += answer["wrong"][model["url"]]
+        counts[model["kind"]][1] += answer["calls"][model["url"]]
     lines = [
         f'{args.models} small trained attention models (as in "Python LiteRT: the first call '
         "at a new largest source length\"), exported with `source_length=6` as the page's "
         "are, in headless Chromium with LiteRT.js (`wasm`). Each growth call: a fresh "
         f"compiled model (the previous one deleted) called at {growth.LENGTHS[0]} tokens, then "
         f"at {growth.LENGTHS[1]}; wrong when its tokens differ from Python LiteRT's without "
-        "delegate.",
+        "delegate. The reproducer is the static export of earlier releases (the search over "
+        "the state of the real positions).",
         "",
         "| model | wrong of growth calls |",
         "|---|---:|",
-        f"| {kind} | {wrong:,} of {calls:,} |",
+        *[f"| {kind} | {wrong:,} of {calls:,} |" for kind, (wrong, calls) in counts.items()],
         "",
         "Wrong tokens seen:" if answer["examples"] else "No call went wrong.",
         *[f"- {e}" for e in answer["examples"]],
@@ -111,7 +124,26 @@ def main(argv=None):
     print("\n" + body)
     if args.write:
         _report.write_section(TITLE, body)
-    return wrong, calls
+    return counts
+
+
+def export_models(count, folder):
+    """{kind: [.tflite paths]}: the page's export (`source_length=6`) and the
+    static export of earlier releases (the reproducer), of each model."""
+    from keras_attention import Seq2SeqGenerator
+    from keras_attention.export import export_tflite
+
+    paths = {"growing state (reproducer)": [], "static export": []}
+    for seed in range(count):
+        model = growth.build_model(seed)
+        generator = Seq2SeqGenerator.from_model(model, 1, growth.VOCAB - 1)
+        path = folder / f"static_{seed}.tflite"
+        export_tflite(generator, path, source_length=growth.MAX_LENGTH)
+        paths["static export"].append(str(path))
+        path = folder / f"reproducer_{seed}.tflite"
+        growth.write_reproducer(generator, str(path), source_length=growth.MAX_LENGTH)
+        paths["growing state (reproducer)"].append(str(path))
+    return paths
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@
 //
 // REQUEST: {"url": ".../growth.html", "chromium": "...", "user_data_dir": "...",
 //           "models": [{"url": "a.tflite", "short": [ids], "long": [ids],
-//                       "expected": [tokens of long]}], "shape": [1, N],
-//           "calls": growth calls per model}
+//                       "expected": [tokens of long], "signature": "generate",
+//                       "calls": growth calls}], "shape": [1, N]}
 // ANSWER: {"wrong": {model url: count}, "calls": {model url: count},
 //          "examples": [...], "page_errors": [...]}
 import { launchFromRequest } from "../../tests/browser/launch.mjs";
@@ -20,14 +20,14 @@ try {
   await page.goto(request.url, { waitUntil: "load" });
   for (const model of request.models) {
     const counts = await page.evaluate(
-      async ({ model, shape, calls }) => {
+      async ({ model, shape }) => {
         const { Tensor, loadLiteRt, loadAndCompile } = await import("@litertjs/core");
         window.liteRt ??= loadLiteRt(new URL("./vendor/wasm/", location.href).href);
         await window.liteRt;
         const bytes = new Uint8Array(await (await fetch(model.url)).arrayBuffer());
         const run = async (compiled, ids) => {
           const tensor = new Tensor(new Int32Array(ids), shape);
-          const outputs = await compiled.run("generate", { source: tensor });
+          const outputs = await compiled.run(model.signature, { source: tensor });
           tensor.delete();
           const tokens = Array.from(await outputs.tokens.toTypedArray());
           for (const out of Object.values(outputs)) out.delete();
@@ -35,7 +35,7 @@ try {
         };
         let wrong = 0;
         const examples = [];
-        for (let i = 0; i < calls; i++) {
+        for (let i = 0; i < model.calls; i++) {
           // A fresh model each time, the previous one deleted: its memory
           // is the next one's, as for the Python count.
           const compiled = await loadAndCompile(bytes, { accelerator: "wasm" });
@@ -49,10 +49,10 @@ try {
         }
         return { wrong, examples };
       },
-      { model, shape: request.shape, calls: request.calls },
+      { model, shape: request.shape },
     );
     answer.wrong[model.url] = counts.wrong;
-    answer.calls[model.url] = request.calls;
+    answer.calls[model.url] = model.calls;
     answer.examples.push(...counts.examples);
   }
 } catch (error) {
