@@ -327,6 +327,7 @@ signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 import keras_attention
 import keras
 from keras_attention.files.atomic import atomic_path
+from keras_attention.backend import native_log
 from keras_attention.files.file_errors import end_command
 model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4000)])
 resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), int(sys.argv[2])))
@@ -335,7 +336,10 @@ def save():
     with atomic_path(sys.argv[1]) as temporary:
         model.save_weights(temporary)
 
-sys.exit(end_command(save, "save"))
+# As the package's commands do: the filter of standard error that
+# KERAS_ATTENTION_QUIET_NATIVE_LOG=1 installs writes what it holds before the
+# process ends without its shutdown (else the line can be lost).
+sys.exit(end_command(save, "save", before_exit=(native_log.stop_filter,)))
 """
 
 
