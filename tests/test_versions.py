@@ -32,6 +32,7 @@ def _warnings(backend, **installed):
 def test_tested_releases_give_no_warning():
     assert not _warnings("tensorflow", keras="3.15.1", tensorflow="2.21.0")
     assert not _warnings("torch", keras="3.12.0", torch="2.13.0+cpu")
+    assert not _warnings("torch", keras="3.15.1", torch="2.14.1+cu130")
     assert not _warnings("jax", keras="3.13.2", jax="0.10.2")
 
 
@@ -49,7 +50,7 @@ def test_tested_releases_give_no_warning():
             "TensorFlow 2.22.0rc0 (tested: 2.16 to 2.21)",
         ),
         ("jax", {"keras": "3.15.1", "jax": "0.12.0"}, "JAX 0.12.0 (tested: 0.10)"),
-        ("torch", {"keras": "3.15.1", "torch": "2.15.0"}, "PyTorch 2.15.0 (tested: 2.13)"),
+        ("torch", {"keras": "3.15.1", "torch": "2.15.0"}, "PyTorch 2.15.0 (tested: 2.13 to 2.14)"),
         (
             "tensorflow",
             {"keras": "3.11.3", "tensorflow": "2.21.0"},
@@ -65,11 +66,11 @@ def test_a_release_outside_the_range_gives_one_warning_naming_it(backend, instal
 
 
 def test_keras_and_backend_outside_the_range_give_one_warning_naming_both():
-    caught = _warnings("torch", keras="3.16.0", torch="2.14.1")
+    caught = _warnings("torch", keras="3.16.0", torch="2.15.0")
     assert len(caught) == 1
     message = str(caught[0].message)
     assert "Keras 3.16.0 (tested: 3.12 to 3.15)" in message
-    assert "PyTorch 2.14.1 (tested: 2.13)" in message
+    assert "PyTorch 2.15.0 (tested: 2.13 to 2.14)" in message
     assert "\n" not in message
 
 
@@ -139,7 +140,8 @@ def test_importing_the_package_with_an_untested_keras_warns_once():
 
 @pytest.mark.parametrize("backend", sorted(set(check.TESTED) - {"keras"}))
 def test_the_tests_run_on_tested_releases(backend):
-    # README's test command (the dev extra) and .ci/run's oldest environment.
+    # README's test command (the dev extra), and .ci/run's oldest environment and
+    # its newest PyTorch.
     if backend not in check.installed_backends():
         pytest.skip(f"{backend} is not installed here")
     assert check.untested_versions(backend) == []

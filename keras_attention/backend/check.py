@@ -89,7 +89,7 @@ TESTED = {
     "keras": ("Keras", (3, 12), (3, 15)),
     "tensorflow": ("TensorFlow", (2, 16), (2, 21)),
     "jax": ("JAX", (0, 10), (0, 10)),
-    "torch": ("PyTorch", (2, 13), (2, 13)),
+    "torch": ("PyTorch", (2, 13), (2, 14)),
 }
 # The backend Keras picks when neither KERAS_BACKEND nor keras.json names one.
 DEFAULT_BACKEND = "tensorflow"
