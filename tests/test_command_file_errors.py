@@ -17,58 +17,30 @@ import sys
 import textwrap
 from pathlib import Path
 
-import keras
 import pytest
 from _faults import run_command
+from _tiny_run import tiny_model_and_tokenizers
+from _tiny_run import write_finished_run
 
 from keras_attention.files import file_errors
 from keras_attention.files import reading
 from keras_attention.files.reading import NotARegularFileError
 from keras_attention.training import averaging
-from keras_attention.training.run_folder import write_mark
 from keras_attention.translation import SubwordTokenizer
 from keras_attention.translation import cli
 from keras_attention.translation import evaluation
 from keras_attention.translation import runs
-from keras_attention.translation import training
-from keras_attention.translation.model import build_translator
 
 pytestmark = pytest.mark.tensorflow
 
 ROOT = Path(__file__).resolve().parents[1]
-VOCAB = ["[PAD]", "[UNK]", "[START]", "[END]", "a", "dog", "runs", "un", "chien", "court", "."]
-TINY_CONFIG = dict(
-    training.PRESETS["tiny"],
-    attention="bahdanau",
-    seed=0,
-    preset="tiny",
-    input_feeding=True,
-    lr_schedule="cosine",
-)
 
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     """A finished run with two saved epochs (`--keep-epochs`)."""
-    keras.utils.set_random_seed(0)
-    source = SubwordTokenizer(VOCAB, lower_case=True)
-    target = SubwordTokenizer(VOCAB, lower_case=True)
-    model = build_translator(
-        source.vocab_size, target.vocab_size, embedding_dim=8, units=8, dropout=0.0, seed=0
-    )
     folder = tmp_path_factory.mktemp("runs") / "finished"
-    folder.mkdir()
-    source.save(folder / runs.SOURCE_VOCAB)
-    target.save(folder / runs.TARGET_VOCAB)
-    runs.write_json(folder / runs.CONFIG_FILE, TINY_CONFIG)
-    model.save(folder / runs.MODEL_FILE)
-    for epoch in (1, 2):
-        path = averaging.epoch_weight_path(folder, epoch)
-        path.parent.mkdir(exist_ok=True)
-        model.save_weights(path)
-    runs.write_json(folder / runs.FINISHED_FILE, {"epochs": 2})
-    write_mark(folder)
-    return folder
+    return write_finished_run(folder, *tiny_model_and_tokenizers())
 
 
 @pytest.fixture

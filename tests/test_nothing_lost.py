@@ -23,6 +23,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from _tiny_run import TINY_CONFIG
+from _tiny_run import tiny_model_and_tokenizers
+from _tiny_run import write_finished_run
 
 from keras_attention.export.tflite import export_tflite as generic_export_tflite
 from keras_attention.files.atomic import write_bytes
@@ -33,7 +36,6 @@ from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.training import averaging
 from keras_attention.training import run_folder
 from keras_attention.training.run_folder import write_mark
-from keras_attention.translation import SubwordTokenizer
 from keras_attention.translation import cli
 from keras_attention.translation import commands
 from keras_attention.translation import evaluation
@@ -41,7 +43,6 @@ from keras_attention.translation import export
 from keras_attention.translation import runs
 from keras_attention.translation import training
 from keras_attention.translation.data import ParallelSplit
-from keras_attention.translation.model import build_translator
 from keras_attention.translation.serving import ServingTranslator
 from keras_attention.translation.translator import Translator
 from keras_attention.translation.translator import load_run
@@ -49,16 +50,6 @@ from keras_attention.translation.translator import load_run
 pytestmark = pytest.mark.tensorflow
 
 ROOT = Path(__file__).resolve().parents[1]
-VOCAB = ["[PAD]", "[UNK]", "[START]", "[END]", "a", "dog", "runs", "un", "chien", "court", "."]
-# The options of a tiny run as `train --preset tiny` records them.
-TINY_CONFIG = dict(
-    training.PRESETS["tiny"],
-    attention="bahdanau",
-    seed=0,
-    preset="tiny",
-    input_feeding=True,
-    lr_schedule="cosine",
-)
 
 
 def _snapshot(folder):
@@ -75,32 +66,14 @@ def _train_argv(run_dir):
 
 @pytest.fixture(scope="module")
 def model_and_tokenizers():
-    keras.utils.set_random_seed(0)
-    source = SubwordTokenizer(VOCAB, lower_case=True)
-    target = SubwordTokenizer(VOCAB, lower_case=True)
-    model = build_translator(
-        source.vocab_size, target.vocab_size, embedding_dim=8, units=8, dropout=0.0, seed=0
-    )
-    return model, source, target
+    return tiny_model_and_tokenizers()
 
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory, model_and_tokenizers):
     """A finished run with two saved epochs (`--keep-epochs`)."""
-    model, source, target = model_and_tokenizers
     folder = tmp_path_factory.mktemp("runs") / "finished"
-    folder.mkdir()
-    source.save(folder / runs.SOURCE_VOCAB)
-    target.save(folder / runs.TARGET_VOCAB)
-    runs.write_json(folder / runs.CONFIG_FILE, TINY_CONFIG)
-    model.save(folder / runs.MODEL_FILE)
-    for epoch in (1, 2):
-        path = averaging.epoch_weight_path(folder, epoch)
-        path.parent.mkdir(exist_ok=True)
-        model.save_weights(path)
-    runs.write_json(folder / runs.FINISHED_FILE, {"epochs": 2})
-    write_mark(folder)
-    return folder
+    return write_finished_run(folder, *model_and_tokenizers)
 
 
 @pytest.fixture
