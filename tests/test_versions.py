@@ -121,10 +121,13 @@ def test_importing_the_package_with_an_untested_keras_warns_once():
         "import keras_attention\n"
         "import keras_attention.backend.check\n"
     )
-    # JAX imports faster than TensorFlow; .ci/run's oldest environment has no JAX.
+    # JAX and PyTorch import faster than TensorFlow; .ci/run's environments of
+    # one extra each have one backend (the oldest: TensorFlow alone).
     env = {key: value for key, value in os.environ.items() if key != "KERAS_BACKEND"}
-    if "jax" in check.installed_backends():
-        env["KERAS_BACKEND"] = "jax"
+    for backend in ("jax", "torch"):
+        if backend in check.installed_backends():
+            env["KERAS_BACKEND"] = backend
+            break
     result = subprocess.run(
         [sys.executable, "-W", "always", "-c", script],
         env=env,
