@@ -474,6 +474,20 @@ def test_a_state_in_float16_is_named_with_its_key_and_dtype():
     assert str(caught.value).endswith("Received: (3, 2) float16")
 
 
+def test_the_base_casts_a_float16_state_back_to_the_state_dtype():
+    # What docs/custom_attention.md says the base does with a state a step
+    # returns in reduced precision: the next step reads it in state_dtype.
+    layer = HalfState(num_mixtures=2)
+    query = np.random.default_rng(0).normal(size=(3, 4)).astype("float32")
+    value = np.random.default_rng(1).normal(size=(3, 5, 6)).astype("float32")
+    layer.build((3, 1, 4), value.shape, value.shape)
+    keys = layer.precompute_keys(value)
+    state = layer.initial_attention_state(value)
+    _, _, new_state = layer.attend_step(query, value, keys, state)
+    assert keras.backend.standardize_dtype(new_state["position"].dtype) == layer.state_dtype
+    assert layer.state_dtype == "float32"
+
+
 @pytest.mark.tensorflow
 def test_the_tflite_check_alone_names_a_float16_state_not_the_export():
     checks = dict(attention_checks(lambda: HalfState(num_mixtures=2), tflite=True, decoders=()))
