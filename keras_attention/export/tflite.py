@@ -374,7 +374,11 @@ class StaticWidth:
         if value.shape.rank < 2 or value.shape[1] is not None:
             return value  # (1, units): h, c, attentional
         pad = [[0, 0], [0, padding]] + [[0, 0]] * (value.shape.rank - 2)
-        padded = tf.pad(value, pad)
+        if value.dtype == tf.bool:
+            # TensorFlow 2.16's converter has no builtin PAD of booleans.
+            padded = tf.cast(tf.pad(tf.cast(value, tf.int32), pad), tf.bool)
+        else:
+            padded = tf.pad(value, pad)
         return tf.reshape(padded, [value.shape[0], self.width, *value.shape[2:]])
 
 
