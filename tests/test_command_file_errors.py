@@ -418,32 +418,6 @@ def test_end_command_turns_a_closed_pipe_into_status_141_without_a_message():
     assert process.wait(timeout=60) == 141 and stderr == ""
 
 
-# -------------------------------------------------- the Keras backend
-
-
-@pytest.mark.parametrize("backend", ["numpy", "openvino"])
-def test_an_unsupported_keras_backend_is_one_line(backend):
-    from keras_attention.backend.check import SUPPORTED_BACKENDS
-    from keras_attention.backend.check import installed_backends
-
-    result = subprocess.run(
-        [sys.executable, "-m", "keras_attention.translation", "status", "--run-dir", "x"],
-        env=dict(os.environ, KERAS_BACKEND=backend),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 1
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert (
-        f"KERAS_BACKEND={backend!r} names a Keras backend that keras_attention does not"
-        in (lines[0])
-    )
-    assert f"Supported: {', '.join(SUPPORTED_BACKENDS)}." in lines[0]
-    assert f"Installed: {', '.join(installed_backends())};" in lines[0]
-
-
 # ------------------------------------- the other commands: export, G2P
 
 

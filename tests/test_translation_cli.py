@@ -240,12 +240,9 @@ def test_the_g2p_example_says_a_model_it_can_not_load_in_one_line(tmp_path, kind
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("backend", ["nonsense", "openvino"])
-def test_a_keras_backend_that_is_not_installed_is_one_line(backend):
-    from keras_attention.backend.check import installed_backends
-
-    if backend in installed_backends():
-        pytest.skip(f"{backend} is installed here")
+def _status_line(backend):
+    """The one line of standard error of `status` under `KERAS_BACKEND=backend`,
+    which must end it with status 1."""
     result = subprocess.run(
         [sys.executable, "-m", "keras_attention.translation", "status", "--run-dir", "x"],
         env=dict(os.environ, KERAS_BACKEND=backend),
@@ -256,8 +253,29 @@ def test_a_keras_backend_that_is_not_installed_is_one_line(backend):
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
-    assert f"KERAS_BACKEND={backend!r}" in lines[0]
-    assert f"Installed: {', '.join(installed_backends())}" in lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("backend", ["nonsense", "openvino"])
+def test_a_keras_backend_that_is_not_installed_is_one_line(backend):
+    from keras_attention.backend.check import installed_backends
+
+    if backend in installed_backends():
+        pytest.skip(f"{backend} is installed here")
+    line = _status_line(backend)
+    assert f"KERAS_BACKEND={backend!r}" in line
+    assert f"Installed: {', '.join(installed_backends())}" in line
+
+
+@pytest.mark.parametrize("backend", ["numpy", "openvino"])
+def test_an_unsupported_keras_backend_is_one_line(backend):
+    from keras_attention.backend.check import SUPPORTED_BACKENDS
+    from keras_attention.backend.check import installed_backends
+
+    line = _status_line(backend)
+    assert f"KERAS_BACKEND={backend!r} names a Keras backend that keras_attention does not" in line
+    assert f"Supported: {', '.join(SUPPORTED_BACKENDS)}." in line
+    assert f"Installed: {', '.join(installed_backends())};" in line
 
 
 # ------------------------------------------------------ the beam's options
