@@ -198,8 +198,8 @@ EXPECTED = {
 
 @pytest.mark.parametrize("kind", ["lambda", "unknown"])
 def test_a_model_keras_can_not_load_is_one_line_for_every_command(tmp_path, kind, capsys):
-    from test_nothing_lost import TINY_CONFIG
-    from test_nothing_lost import VOCAB
+    from _tiny_run import TINY_CONFIG
+    from _tiny_run import VOCAB
 
     from keras_attention.translation import SubwordTokenizer
 
