@@ -167,4 +167,8 @@ def test_the_module_example_runs():
     import keras_attention.scoring.latency as module
 
     block = module.__doc__.split("```python\n")[1].split("```")[0]
-    exec(compile(block, module.__file__, "exec"), {})
+    namespace = {}
+    exec(compile(block, module.__file__, "exec"), namespace)
+    # The example's wait-3 trace on 5 source tokens lags by 3 (Ma et al.).
+    assert namespace["latency"].delays == (3, 4, 5, 5, 5)
+    assert namespace["latency"].average_lagging == pytest.approx(3.0)
