@@ -351,6 +351,35 @@ class BaseAttention(keras.layers.Layer):
         """
         return None
 
+    # ------------------------------------------------------------- streaming
+
+    def needs_unread_source(self, attention_state, read_count):
+        """Whether a step wanted a source token not read yet: a read/write policy.
+
+        A simultaneous decoder (`keras_attention.generation.SimultaneousGenerator`)
+        reads the source one token at a time. Before each write it tries the
+        step over the tokens read so far (the memory masked after
+        `read_count`) and asks the layer, with the attention state that step
+        returned, whether the step needed more: then it discards the step,
+        reads the next token and tries again; else it writes. Once the whole
+        source is read it writes without asking.
+
+        This base class answers True in every row: a layer that is not a
+        read/write policy reads the whole source before its first write
+        (consecutive decoding). `WaitKAttention` (a fixed schedule) and
+        `MonotonicInfiniteLookbackAttention` (a learned one) answer from the
+        state.
+
+        Args:
+            attention_state: the state dict the tried step returned (empty for
+                a layer without state).
+            read_count: int32 (batch,), the source tokens read in each row.
+
+        Returns:
+            bool (batch,): True where the step needs another source token.
+        """
+        return ops.ones(ops.shape(read_count), dtype="bool")
+
     # ------------------------------------------------------------------ step
 
     def precompute_keys(self, key):
