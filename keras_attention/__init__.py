@@ -6,7 +6,8 @@ Imported from here (every Keras backend: TensorFlow, JAX, PyTorch):
   with `ContentAttention`, `BaseAlignmentAttention`, `BaseMonotonicAttention`
   under it) and the mechanisms (`BahdanauAttention`, `LuongAttention`,
   `LocationSensitiveAttention`, `BahdanauMonotonicAttention`,
-  `LuongMonotonicAttention`, `GMMAttention`), `OverriddenAttention` (replaced
+  `LuongMonotonicAttention`, `MonotonicInfiniteLookbackAttention`,
+  `GMMAttention`), `OverriddenAttention` (replaced
   weights), `MaskedSoftmax` and `masked_softmax`, `monotonic_alignment`;
   their modules are in `keras_attention.attention`;
 - the decoders that run an attention layer inside their recurrence, over the
@@ -63,6 +64,9 @@ from keras_attention.attention.luong_monotonic_attention import LuongMonotonicAt
 from keras_attention.attention.masked_softmax import MaskedSoftmax
 from keras_attention.attention.masking import masked_softmax
 from keras_attention.attention.monotonic_alignment import monotonic_alignment
+from keras_attention.attention.monotonic_infinite_lookback_attention import (
+    MonotonicInfiniteLookbackAttention,
+)
 from keras_attention.attention.overridden_attention import OverriddenAttention
 from keras_attention.decoders.bahdanau_decoder import BahdanauDecoder
 from keras_attention.decoders.base_decoder import BaseDecoder
@@ -98,6 +102,7 @@ __all__ = [
     "LuongDecoder",
     "LuongMonotonicAttention",
     "MaskedSoftmax",
+    "MonotonicInfiniteLookbackAttention",
     "OverriddenAttention",
     "Seq2SeqGenerator",
     "SmoothedSparseCrossentropy",

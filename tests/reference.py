@@ -516,3 +516,32 @@ def gmm_reference(kernel, bias, queries, value, value_mask=None, query_mask=None
             weights[b, t] = phi
             contexts[b, t] = phi @ value[b]
     return contexts, weights, kappa
+
+
+def milk_weights(u, alpha, keep):
+    """MILk's expected weights (Arivazhagan et al., 2019), one row, as the sum reads:
+    u, alpha (T_v,), keep (T_v,) bool → β_j = Σ_{k≥j} α_k exp(u_j) / Σ_{l≤k} exp(u_l),
+    the sums over unmasked positions; 0 at masked ones."""
+    u = np.asarray(u, np.float64)
+    beta = np.zeros(len(u))
+    for j in range(len(u)):
+        if not keep[j]:
+            continue
+        for k in range(j, len(u)):
+            if keep[k]:
+                divisor = sum(np.exp(u[m]) for m in range(k + 1) if keep[m])
+                beta[j] += alpha[k] * np.exp(u[j]) / divisor
+    return beta
+
+
+def milk_hard_weights(u, alpha, keep):
+    """MILk at inference, one row: the softmax of u over the unmasked positions up
+    to the endpoint, argmax of the one-hot alpha, or the last unmasked position
+    when alpha is all zeros; all zeros when every position is masked."""
+    chosen = np.flatnonzero(np.asarray(alpha) > 0)
+    unmasked = np.flatnonzero(keep)
+    if len(unmasked) == 0:
+        return np.zeros(len(u))
+    end = chosen[0] if len(chosen) else unmasked[-1]
+    prefix = np.asarray(keep, bool) & (np.arange(len(u)) <= end)
+    return masked_softmax(np.asarray(u, np.float64)[None], prefix[None])[0]

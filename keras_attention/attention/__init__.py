@@ -21,6 +21,7 @@ __all__ = [
     "masked_softmax",
     "masking",
     "monotonic_alignment",
+    "monotonic_infinite_lookback_attention",
     "overridden_attention",
     "step_guard",
 ]
