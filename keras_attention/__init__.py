@@ -8,7 +8,8 @@ Imported from here (every Keras backend: TensorFlow, JAX, PyTorch):
   `LocationSensitiveAttention`, `BahdanauMonotonicAttention`,
   `LuongMonotonicAttention`, `MonotonicInfiniteLookbackAttention`,
   `GMMAttention`), `OverriddenAttention` (replaced
-  weights), `MaskedSoftmax` and `masked_softmax`, `monotonic_alignment`;
+  weights), `WaitKAttention` (the wait-k schedule),
+  `MaskedSoftmax` and `masked_softmax`, `monotonic_alignment`;
   their modules are in `keras_attention.attention`;
 - the decoders that run an attention layer inside their recurrence, over the
   built-in GRU or LSTM or any Keras RNN cell: `BaseDecoder`,
@@ -68,6 +69,7 @@ from keras_attention.attention.monotonic_infinite_lookback_attention import (
     MonotonicInfiniteLookbackAttention,
 )
 from keras_attention.attention.overridden_attention import OverriddenAttention
+from keras_attention.attention.wait_k_attention import WaitKAttention
 from keras_attention.decoders.bahdanau_decoder import BahdanauDecoder
 from keras_attention.decoders.base_decoder import BaseDecoder
 from keras_attention.decoders.luong_decoder import LuongDecoder
@@ -106,6 +108,7 @@ __all__ = [
     "OverriddenAttention",
     "Seq2SeqGenerator",
     "SmoothedSparseCrossentropy",
+    "WaitKAttention",
     "masked_softmax",
     "monotonic_alignment",
 ]

@@ -24,4 +24,5 @@ __all__ = [
     "monotonic_infinite_lookback_attention",
     "overridden_attention",
     "step_guard",
+    "wait_k_attention",
 ]
