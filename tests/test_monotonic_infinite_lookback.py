@@ -208,7 +208,7 @@ def test_soft_weights_have_the_gradient_of_the_papers_sum():
 
     def loss(u_, alpha_):
         beta = infinite_lookback_weights(u_, alpha_, keras.ops.convert_to_tensor(keep))
-        return keras.ops.sum(beta * cotangent)
+        return keras.ops.sum(beta * keras.ops.convert_to_tensor(cotangent))
 
     (grad_u, grad_alpha), _ = gradients(loss, (u, alpha))
 
