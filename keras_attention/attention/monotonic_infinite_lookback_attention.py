@@ -195,7 +195,7 @@ def infinite_lookback_weights(energy, alignment, keep):
     the largest energy underflow once the energies of a row span more than
     about 87 in float32 (23 with the divisor clipped to 1e-10), and the mass
     of α there is lost. The matrix costs T_v² per row and step, less than the
-    additive scores' T_v · units.
+    additive scores' T_v · units while the source is shorter than `units`.
 
     Args:
         energy: u, (batch, T_v), float.
