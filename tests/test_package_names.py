@@ -244,7 +244,7 @@ MAY_IMPORT = {
     **{room: set() for room in GROUND},
     "attention": {"arguments", "backend"},
     "decoders": {"arguments", "backend", "attention"},
-    "generation": {"arguments", "backend", "attention", "decoders"},
+    "generation": {"arguments", "backend", "scoring", "attention", "decoders"},
     "training": GROUND,
     "export": GROUND | {"attention", "decoders", "generation"},
     "testing": GROUND | {"attention", "decoders", "generation", "export"},
