@@ -185,7 +185,11 @@ def decoder_model(kind, attention, units=6, bidirectional=False):
     embedded = keras.layers.Embedding(VOCAB, 4, mask_zero=True)(target_in)
     decoder_class = {"bahdanau": BahdanauDecoder, "luong": LuongDecoder}[kind]
     outputs, weights, _ = decoder_class(units, attention, name="decoder")(embedded, memory)
-    logits = keras.layers.Dense(VOCAB)(outputs)
+    readout = keras.layers.Dense(VOCAB)
+    logits = readout(outputs)
+    # Padding (0) is never predicted: a teacher-forced model reads a 0 in
+    # target_in as a padded step, a search as a token.
+    readout.bias.assign(np.where(np.arange(VOCAB) == 0, -30.0, 0.0).astype("float32"))
     return keras.Model([source, target_in], [logits, weights])
 
 
@@ -339,6 +343,37 @@ def test_check_attention_passes(mechanism):
 def test_builtin_only_tflite_gives_keras_tokens():
     checks = dict(attention_checks(lambda: WaitKAttention(BahdanauAttention(4), k=2), True))
     assert checks["builtin-only TFLite"]() == "passed"
+
+
+@pytest.mark.tensorflow
+def test_static_length_export_decodes_a_padded_source_as_keras_the_unpadded_one(tmp_path):
+    # The export pads the decode state to N source positions; the schedule's
+    # count of writes has no source axis and passes through unchanged.
+    from ai_edge_litert.interpreter import Interpreter
+
+    from keras_attention import export
+
+    k, n, beam = 2, 8, 2
+    model = decoder_model("bahdanau", WaitKAttention(BahdanauAttention(5), k=k))
+    generator = Seq2SeqGenerator.from_model(
+        keras.Model(model.inputs, model.outputs[0]), start_id=1, end_id=2
+    )
+    path = str(tmp_path / "model.tflite")
+    export.export_tflite(generator, path, beam_width=beam, source_length=n)
+    interpreter = Interpreter(model_path=path)
+    for source in (SOURCE[:1], SOURCE[1:, :3]):
+        padded = np.zeros((1, n), np.int32)
+        padded[:, : source.shape[1]] = source
+        for name, expected in (
+            ("generate", generator.greedy(source)),
+            ("generate_beam", generator.beam(source, beam_width=beam)),
+        ):
+            lite = interpreter.get_signature_runner(name)(source=padded)
+            rows = expected["tokens"].shape[1]
+            np.testing.assert_array_equal(lite["tokens"][:, :rows], expected["tokens"])
+            attention = lite["attention"][0, :rows]  # (L, N)
+            for t in range(rows):
+                assert not attention[t, k + t :].any()
 
 
 # --------------------------------------------------------------- saving
