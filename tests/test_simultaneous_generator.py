@@ -15,7 +15,10 @@ from keras_attention import BahdanauAttention
 from keras_attention import BahdanauDecoder
 from keras_attention import LuongAttention
 from keras_attention import LuongDecoder
+from keras_attention import MonotonicInfiniteLookbackAttention
+from keras_attention import WaitKAttention
 from keras_attention.attention.base_attention import BaseAttention
+from keras_attention.attention.wait_k_attention import wait_k_delays
 from keras_attention.generation.seq2seq_generator import Seq2SeqGenerator
 from keras_attention.generation.simultaneous_generator import SimultaneousGenerator
 from keras_attention.scoring.latency import Latency
@@ -220,3 +223,99 @@ def test_an_empty_source_that_ended_is_refused():
     stream.end_source()
     with pytest.raises(ValueError, match="ended empty"):
         stream.write()
+
+
+def _policy_attention(policy, k):
+    if policy == "wait-k":
+        return WaitKAttention(BahdanauAttention(8), k=k)
+    # Hard decisions, as at inference; with weights of this spread the
+    # monotonic head stops at some positions and passes over others.
+    spread = keras.initializers.RandomNormal(stddev=1.0)
+    return MonotonicInfiniteLookbackAttention(8, mode="hard", kernel_initializer=spread)
+
+
+def _streaming_model(policy, k=None, decoder_kind="bahdanau", seed=0):
+    keras.utils.set_random_seed(seed)
+    source = keras.Input((None,), dtype="int32", name="source")
+    target_in = keras.Input((None,), dtype="int32", name="target_in")
+    embedded = keras.layers.Embedding(SOURCE_VOCAB, 6, mask_zero=True)(source)
+    memory = keras.layers.GRU(8, return_sequences=True)(embedded)
+    init = keras.initializers.RandomNormal(stddev=1.0)
+    target = keras.layers.Embedding(TARGET_VOCAB, 5, mask_zero=True, embeddings_initializer=init)(
+        target_in
+    )
+    attention = _policy_attention(policy, k)
+    if decoder_kind == "bahdanau":
+        decoder = BahdanauDecoder(8, attention=attention)
+    else:
+        decoder = LuongDecoder(8, attention=attention)
+    outputs, _, _ = decoder(target, memory)
+    logits = keras.layers.Dense(TARGET_VOCAB, kernel_initializer=init)(outputs)
+    return keras.Model([source, target_in], logits)
+
+
+def _offline(generator, source, max_length=None):
+    offline = generator.greedy(np.asarray([source], "int32"), max_length=max_length)
+    length = int(offline["lengths"][0])
+    tokens = tuple(np.asarray(offline["tokens"][0, :length]).tolist())
+    return tokens, np.asarray(offline["attention"][0, :length])
+
+
+@pytest.mark.parametrize("decoder_kind", ["bahdanau", "luong"])
+@pytest.mark.parametrize("k", [1, 3])
+def test_wait_k_streaming_gives_the_offline_tokens_on_its_schedule(decoder_kind, k):
+    generator = Seq2SeqGenerator.from_model(_streaming_model("wait-k", k, decoder_kind), START, END)
+    simultaneous = SimultaneousGenerator(generator, max_source_length=9)
+    for source in _sources(6, seed=5):
+        tokens, _ = _offline(generator, source)
+        result = simultaneous.translate(source)
+        # A unidirectional encoder: the whole sentence decoded at once is the
+        # sentence decoded as it arrives.
+        assert result.tokens == tokens
+        assert result.delays == wait_k_delays(k, len(source), len(tokens))
+        assert result.actions.count("R") == len(source)
+
+
+@pytest.mark.parametrize("decoder_kind", ["bahdanau", "luong"])
+def test_milk_streaming_gives_the_offline_tokens_and_reads_to_each_endpoint(decoder_kind):
+    generator = Seq2SeqGenerator.from_model(
+        _streaming_model("milk", None, decoder_kind), START, END
+    )
+    simultaneous = SimultaneousGenerator(generator, max_source_length=9)
+    early = late = 0
+    for source in _sources(8, seed=7):
+        tokens, attention = _offline(generator, source, max_length=8)
+        result = simultaneous.translate(source, max_length=8)
+        assert result.tokens == tokens
+        # The hard endpoint is the last position with weight: the offline
+        # attention row says how far each write had to read.
+        reached = [int(np.nonzero(row > 0)[0].max()) + 1 for row in attention]
+        expected = tuple(int(v) for v in np.maximum.accumulate(reached))
+        assert result.delays == expected
+        early += sum(d < len(source) for d in result.delays)
+        late += sum(d > 1 for d in result.delays)
+    # Some writes came before the source ended, some after more than one read.
+    assert early > 0 and late > 0
+
+
+def test_a_policy_that_never_reads_is_bounded_by_what_it_has_read():
+    """A write-only policy (MILk choosing the first position at every step)
+    that never writes END: greedy's bound for the tokens read, 2·n + 10, then
+    it reads first; once the source ends, the bound of the whole source."""
+    model = _streaming_model("milk")
+    generator = Seq2SeqGenerator.from_model(model, START, END)
+    generator.decoder.attention.energy_bias.assign(50.0)  # always stop: never read
+    readout = model.layers[-1]
+    readout.bias.assign(np.eye(TARGET_VOCAB, dtype="float32")[5] * 100.0)  # always 5
+    stream = SimultaneousGenerator(generator, max_source_length=9).stream()
+    stream.read(5)
+    while stream.write() is not None:
+        pass
+    assert stream.tokens == [5] * 12 and stream.actions == "R" + "W" * 12
+    assert not stream.done
+    stream.read(6)
+    while stream.write() is not None:
+        pass
+    assert len(stream.tokens) == 14
+    stream.end_source()  # 14 = 2·2 + 10: the whole source's bound, reached
+    assert stream.done and stream.delays == [1] * 12 + [2, 2]

@@ -165,8 +165,10 @@ class SimultaneousGenerator:
 
         Args:
             max_length: the most tokens written, END included; None: the
-                bound `Seq2SeqGenerator.greedy` uses for the source once it has
-                ended (2·S + 10, at most the generator's `max_output_length`).
+                bound `Seq2SeqGenerator.greedy` uses, 2·S + 10 (at most the
+                generator's `max_output_length`) for the S tokens read: before
+                the source has ended, a stream that has written that many for
+                the tokens read so far reads first.
         """
         return SimultaneousStream(self, max_length)
 
@@ -234,8 +236,11 @@ class SimultaneousStream:
         self._memory = None
 
     def end_source(self):
-        """Says the source is whole: from now on every `write` writes."""
+        """Says the source is whole: from now on every `write` writes (the
+        output is done at once if it already holds greedy's bound for it)."""
         self.source_ended = True
+        if self.source and len(self.tokens) >= self._bound(len(self.source)):
+            self.done = True
 
     def write(self):
         """Writes the next target token, or answers None: read first.
@@ -257,8 +262,16 @@ class SimultaneousStream:
             if self.source_ended:
                 raise ValueError("The source ended empty: there is nothing to translate.")
             return None
-        state = self._decode_state()
         generator = self._sim.generator
+        if (
+            not self.source_ended
+            and self._max_length is None
+            and len(self.tokens) >= self._bound(len(self.source))
+        ):
+            # As many tokens as greedy gives a whole source of this length at
+            # most: read first (a policy that never reads stays bounded).
+            return None
+        state = self._decode_state()
         last = self.tokens[-1] if self.tokens else generator.start_id
         tokens = ops.convert_to_tensor(np.asarray([last], dtype="int32"))
         logits, weights, new_state = generator.step(tokens, state)
@@ -280,13 +293,19 @@ class SimultaneousStream:
         row = ops.convert_to_numpy(ops.cast(weights, "float32"))[0]
         self.attention.append(row)
         self._state = new_state
-        limit = self._max_length
-        if limit is None and self.source_ended:
-            limit = default_max_length(len(self.source), generator.max_output_length)
-        if limit is None:
-            limit = generator.max_output_length
-        self.done = token == generator.end_id or len(self.tokens) >= limit
+        bounded = self.source_ended or self._max_length is not None
+        self.done = token == generator.end_id or (
+            bounded and len(self.tokens) >= self._bound(len(self.source))
+        )
         return token
+
+    def _bound(self, read):
+        """The most tokens written with `read` source tokens: `max_length`, or
+        greedy's bound for a source of that length (2·read + 10, at most the
+        generator's `max_output_length`)."""
+        if self._max_length is not None:
+            return self._max_length
+        return default_max_length(read, self._sim.generator.max_output_length)
 
     def _decode_state(self):
         """The decode state over the tokens read: memory entries from them,
