@@ -27,6 +27,8 @@ from keras_attention.export.operators import tflite_operators
 from keras_attention.export.operators import tflite_subgraph_operators
 from keras_attention.export.saved_model import ServingGenerator
 from keras_attention.export.saved_model import export_saved_model
+from keras_attention.export.streaming import LiteSimultaneous
+from keras_attention.export.streaming import export_simultaneous_tflite
 from keras_attention.export.tflite import VARIANTS
 from keras_attention.export.tflite import LiteGenerator
 from keras_attention.export.tflite import convert
@@ -37,12 +39,14 @@ __all__ = [
     "FolderFiles",
     "GeneratorModule",
     "LiteGenerator",
+    "LiteSimultaneous",
     "ServingGenerator",
     "VARIANTS",
     "add_export_arguments",
     "convert",
     "export_folder",
     "export_saved_model",
+    "export_simultaneous_tflite",
     "export_tflite",
     "non_builtin_operators",
     "tflite_operators",

@@ -2,10 +2,11 @@
 
 Modules: `litert`: `warm_up`, one call of every signature at the longest source before the
 app's first (LiteRT can go wrong on an interpreter's first call longer than any before
-it).
+it); `streaming`: `SimultaneousLite`, the app's side of a simultaneous decoder's
+streaming loop (`read`, `write`, `translate`).
 
 Import from the modules (`from keras_attention.runtime.litert import ...`); the room
 itself imports nothing, so that it costs nothing to import.
 """
 
-__all__ = ["litert"]
+__all__ = ["litert", "streaming"]
