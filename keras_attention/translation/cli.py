@@ -56,6 +56,8 @@ from keras_attention.translation import export
 from keras_attention.translation import training
 from keras_attention.translation.model import ATTENTIONS
 from keras_attention.translation.model import DECODER_INITS
+from keras_attention.translation.model import ENCODER_LAYERS
+from keras_attention.translation.model import POLICIES
 from keras_attention.translation.training import PRESETS
 
 COMMANDS = ("train", "status", "evaluate", "translate", "explain", "average", "export")
@@ -83,6 +85,32 @@ def _indices(text):
     return indices
 
 
+def _wait_k_schedule(text):
+    """`train --wait-k`: K, one k >= 1, or LOW:HIGH, every k from LOW to HIGH."""
+    expected = f"a k of 1 or more (K) or a range LOW:HIGH with 1 <= LOW <= HIGH, got {text}"
+    parts = text.split(":")
+    try:
+        values = [int(part) for part in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}") from None
+    if len(values) > 2 or min(values) < 1 or values[0] > values[-1]:
+        raise argparse.ArgumentTypeError(f"expected {expected}")
+    return values[0] if len(values) == 1 else values
+
+
+def _wait_k_list(text):
+    """`evaluate --wait-k`: comma-separated ks, each 1 or more."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated ks of 1 or more (1,2,3,5,7), got {text}"
+        )
+    return values
+
+
 # Each takes the parsed options and returns what the command returns.
 
 
@@ -93,6 +121,7 @@ def _train(args):
             f"train: --conditional is a Bahdanau decoder; it cannot be used with "
             f"--attention {args.attention}"
         )
+    _check_policy_flags(args)
     if args.max_minutes and args.strategy == "multi-worker":
         raise SystemExit("train: --max-minutes cannot be used with --strategy multi-worker")
     if args.distribution and args.strategy != "one-device":
@@ -120,6 +149,33 @@ def _train(args):
         raise commands.command_error("train", error) from None
 
 
+def _check_policy_flags(args):
+    """`train`'s flags of the streaming model, refused in one line without
+    --policy or beside an option of the offline model."""
+    if args.policy is None:
+        for flag, value in (("--wait-k", args.wait_k), ("--encoder-layers", args.encoder_layers)):
+            if value is not None:
+                raise SystemExit(
+                    f"train: {flag} sets the streaming model of a simultaneous run; give "
+                    f"--policy ({', '.join(POLICIES)})"
+                )
+        return
+    if args.wait_k is not None and args.policy != "wait-k":
+        raise SystemExit(f"train: --wait-k is the schedule of --policy wait-k, not {args.policy}")
+    if args.policy == "wait-k" and args.wait_k is None:
+        raise SystemExit("train: --policy wait-k needs --wait-k K (or LOW:HIGH)")
+    if args.attention != "bahdanau":
+        raise SystemExit(
+            f"train: --policy {args.policy} has Bahdanau (MLP) attention; it cannot be used "
+            f"with --attention {args.attention}"
+        )
+    if args.decoder_init is not None:
+        raise SystemExit(
+            f"train: --decoder-init is the offline model's bridge; --policy {args.policy}'s "
+            "decoder starts from zeros, before the source has ended"
+        )
+
+
 def _train_run(args):
     return training.train_run(
         args.run_dir,
@@ -138,6 +194,9 @@ def _train_run(args):
             "strategy",
             "mixed_precision",
             "distribution",
+            "policy",
+            "wait_k",
+            "encoder_layers",
         ),
         **{key: getattr(args, key, None) for key in PRESETS[args.preset]},
     )
@@ -156,7 +215,7 @@ def _evaluate(args):
     return commands.evaluate(
         args.run_dir,
         splits=args.splits.split(","),
-        methods=args.methods.split(","),
+        methods=args.methods.split(",") if args.methods else None,
         **_options(
             args,
             "data_dir",
@@ -167,6 +226,7 @@ def _evaluate(args):
             "heatmaps",
             "max_sentences",
             "out_dir",
+            "wait_k",
         ),
     )
 
@@ -257,6 +317,25 @@ def _add_train(subparsers):
     p.add_argument("--attention", choices=ATTENTIONS, default="bahdanau")
     p.add_argument("--preset", choices=sorted(PRESETS), default="default")
     _add_model_options(p)
+    p.add_argument(
+        "--policy",
+        choices=POLICIES,
+        help="a simultaneous (streaming) model: unidirectional GRU encoder, no bridge, "
+        "Bahdanau attention read under this read/write policy (consecutive: k = "
+        "infinity); default: the offline model (bidirectional encoder)",
+    )
+    p.add_argument(
+        "--wait-k",
+        type=_wait_k_schedule,
+        metavar="K|LOW:HIGH",
+        help="--policy wait-k: read K source subwords before the first write; LOW:HIGH "
+        "trains every k of the range at once (decoding then uses k = HIGH)",
+    )
+    p.add_argument(
+        "--encoder-layers",
+        type=_positive_int,
+        help=f"--policy only: the encoder's GRU layers (default: {ENCODER_LAYERS})",
+    )
     p.add_argument("--patience", type=int, default=3, help="early stopping")
     p.add_argument(
         "--lr-schedule",
@@ -329,7 +408,17 @@ def _add_evaluate(subparsers):
     p = subparsers.add_parser("evaluate", help="score a trained run")
     _add_run_dir(p)
     p.add_argument("--splits", default=",".join(commands.TEST_SPLITS))
-    p.add_argument("--methods", default="greedy,beam", help="greedy and/or beam")
+    p.add_argument(
+        "--methods",
+        help="greedy and/or beam (default: greedy,beam; greedy for a simultaneous run)",
+    )
+    p.add_argument(
+        "--wait-k",
+        type=_wait_k_list,
+        metavar="K,K,...",
+        help="a wait-k run: the ks to decode with, each scored with AP, AL and DAL "
+        "(default: the k trained, every k of a trained range)",
+    )
     _add_beam_options(p)
     p.add_argument("--batch-size", type=_positive_int, default=64)
     p.add_argument("--baseline-run-dir", help="a run with --attention none")
@@ -364,7 +453,11 @@ def _add_translate(subparsers):
         "sentences", nargs="*", help="English sentences (else one per line of stdin, UTF-8)"
     )
     _add_run_dir(p)
-    p.add_argument("--method", choices=("greedy", "beam"), default="beam")
+    p.add_argument(
+        "--method",
+        choices=("greedy", "beam"),
+        help="default: beam; greedy for a simultaneous run, which prints its trace too",
+    )
     _add_beam_options(p)
     p.add_argument(
         "--batch-size",

@@ -58,7 +58,7 @@ def evaluate(
     run_dir,
     data_dir=None,
     splits=TEST_SPLITS,
-    methods=("greedy", "beam"),
+    methods=None,
     beam_width=BEAM_WIDTH,
     length_penalty=LENGTH_PENALTY,
     batch_size=64,
@@ -66,6 +66,7 @@ def evaluate(
     heatmaps=(0, 1, 2),
     max_sentences=None,
     out_dir=None,
+    wait_k=None,
 ):
     """Scores a run on `splits` with each decoding method; returns the results.
 
@@ -73,7 +74,15 @@ def evaluate(
     (`SPLIT.METHOD.fr`), `results.json`, and, for greedy decoding, the plot of
     BLEU by source length (with the `baseline_run_dir` run, an
     `attention="none"` one, for comparison) and the attention heatmaps of the
-    sentences numbered in `heatmaps`.
+    sentences numbered in `heatmaps`. `methods` None: greedy and beam.
+
+    A simultaneous run (trained with a `policy`) is decoded greedily only
+    (a beam would revise tokens already written) once per setting: each k
+    of `wait_k` (default: the k trained, every k of a trained range), MILk's
+    hard decisions, or consecutive decoding (k = infinity). Each gets its
+    BLEU beside the corpus means of AP, AL and DAL (`SPLIT/greedy/SETTING`
+    in `results.json`, its hypotheses in `SPLIT.greedy.SETTING.fr`, its
+    heatmaps in `attention.SPLIT.SETTING.I.png`).
     """
     run_dir = Path(run_dir)
     check_positive_int("max_sentences", max_sentences, allow_none=True)
@@ -83,6 +92,24 @@ def evaluate(
         raise command_error("evaluate", error) from None
     check_can_write(out_dir or run_dir / runs.EVALUATION_DIR)
     translator, config = load_run(run_dir)
+    if translator.policy is not None:
+        return _evaluate_simultaneous(
+            translator,
+            config,
+            run_dir,
+            data_dir,
+            splits,
+            methods,
+            batch_size,
+            baseline_run_dir,
+            heatmaps,
+            max_sentences,
+            out_dir,
+            wait_k,
+        )
+    if wait_k is not None:
+        raise SystemExit(_wait_k_refusal("evaluate", run_dir, config))
+    methods = ("greedy", "beam") if methods is None else methods
     if "beam" in methods:
         _check_beam_width(translator, beam_width, "evaluate")
     splits = list(splits)
@@ -107,6 +134,81 @@ def evaluate(
                 for i in heatmaps:
                     path = out_dir / f"attention.{split}.{i}.png"
                     _heatmap(translator, decoded, data, i, path)
+    print(results_table(results))
+    runs.write_json(out_dir / "results.json", results)
+    print(f"results: {out_dir / 'results.json'}")
+    return results
+
+
+def _wait_k_refusal(command, run_dir, config):
+    return (
+        f"{command}: --wait-k sets the k of a run trained with --policy wait-k; {run_dir} "
+        f"was trained with policy {config.get('policy')!r}"
+    )
+
+
+def _simultaneous_settings(translator, config, wait_k, run_dir):
+    """[(label, k)] of the settings `evaluate` decodes a simultaneous run with."""
+    if translator.policy != "wait-k":
+        if wait_k is not None:
+            raise SystemExit(_wait_k_refusal("evaluate", run_dir, config))
+        return [(translator.policy, None)]
+    if wait_k is None:
+        trained = config["wait_k"]
+        low, high = trained if isinstance(trained, list) else (trained, trained)
+        wait_k = range(low, high + 1)
+    return [(f"wait-{k}", k) for k in wait_k]
+
+
+def _evaluate_simultaneous(
+    translator,
+    config,
+    run_dir,
+    data_dir,
+    splits,
+    methods,
+    batch_size,
+    baseline_run_dir,
+    heatmaps,
+    max_sentences,
+    out_dir,
+    wait_k,
+):
+    """`evaluate` of a simultaneous run: greedy BLEU and AP, AL, DAL per setting."""
+    if methods is not None and list(methods) != ["greedy"]:
+        raise SystemExit(
+            f"evaluate: --methods {','.join(methods)}: {run_dir} is a simultaneous run "
+            f"(policy {translator.policy!r}), decoded greedily as the source arrives; a beam "
+            "would revise tokens already written. Give --methods greedy (the default here)"
+        )
+    if baseline_run_dir:
+        raise SystemExit(
+            "evaluate: --baseline-run-dir compares BLEU by length with an offline run; "
+            f"{run_dir} is a simultaneous run, compared by its latency"
+        )
+    settings = _simultaneous_settings(translator, config, wait_k, run_dir)
+    splits = list(splits)
+    corpus = load_multi30k(splits, data_dir)
+    out_dir = Path(out_dir or run_dir / runs.EVALUATION_DIR)
+    runs.mark_evaluation_folder(out_dir)
+    results = {}
+    for split in splits:
+        data = corpus[split].head(max_sentences)
+        for label, k in settings:
+            if k is not None:
+                translator.wait_k = k  # before the search of this setting is traced
+            print(f"{split}: greedy decoding, {label}")
+            scores, decoded, hyps = _decode_and_score(
+                translator, data, split, "greedy", batch_size, BEAM_WIDTH, LENGTH_PENALTY
+            )
+            _, _, latency = evaluation.simultaneous_latency(translator, decoded)
+            scores.update(policy=translator.policy, k=k, **latency)
+            results[f"{split}/greedy/{label}"] = scores
+            write_text(out_dir / f"{split}.greedy.{label}.fr", "\n".join(hyps) + "\n")
+            for i in heatmaps:
+                _heatmap(
+                    translator, decoded, data, i, out_dir / f"attention.{split}.{label}.{i}.png"
+                )
     print(results_table(results))
     runs.write_json(out_dir / "results.json", results)
     print(f"results: {out_dir / 'results.json'}")
@@ -172,14 +274,20 @@ def _heatmap(translator, decoded, data, i, path):
 
 
 def results_table(results):
-    """The scores of `evaluate`'s results as a Markdown table."""
+    """The scores of `evaluate`'s results as a Markdown table; with the
+    latency of a simultaneous run's (AP, AL, DAL) when they have it."""
+    latency = any("AL" in value for value in results.values())
     lines = [
-        "| split / decoding | BLEU (cased) | chrF | BLEU (lc, tok) |",
-        "|---|---|---|---|",
+        "| split / decoding | BLEU (cased) | chrF | BLEU (lc, tok) |"
+        + (" AP | AL | DAL |" if latency else ""),
+        "|---|---|---|---|" + ("---|---|---|" if latency else ""),
     ]
     for key, value in results.items():
         if "bleu" in value:
-            lines.append(f"| {key} | {value['bleu']} | {value['chrf']} | {value['bleu_lc_tok']} |")
+            line = f"| {key} | {value['bleu']} | {value['chrf']} | {value['bleu_lc_tok']} |"
+            if latency:
+                line += f" {value['AP']:.3f} | {value['AL']:.2f} | {value['DAL']:.2f} |"
+            lines.append(line)
     return "\n".join(lines)
 
 
@@ -228,7 +336,7 @@ def _check_beam_width(translator, beam_width, command):
 def translate(
     run_dir,
     sentences=(),
-    method="beam",
+    method=None,
     beam_width=BEAM_WIDTH,
     length_penalty=LENGTH_PENALTY,
     batch_size=TRANSLATE_BATCH,
@@ -246,6 +354,11 @@ def translate(
     error stops it after the batches before. A model whose scores are not
     finite (NaN weights) stops it with an error, not empty lines.
 
+    `method` None is "beam", and "greedy" for a simultaneous run (trained
+    with a `policy`), which refuses "beam"; after each of its translations
+    comes a line with its read/write trace and latency,
+    `  trace (AP .., AL .., DAL ..): R:a R:man W:un ...` (`trace_text`).
+
     Returns:
         The translations (a list) of `sentences`; for standard input, whose
         translations are not kept, the number of lines translated.
@@ -257,6 +370,15 @@ def translate(
         reader = LineReader(sys.stdin)
         inputs, ready = read_inputs(None, "translate", reader), reader.ready
     translator, _ = load_run(run_dir)
+    simultaneous = translator.policy is not None
+    if method is None:
+        method = "greedy" if simultaneous else "beam"
+    if simultaneous and method != "greedy":
+        raise SystemExit(
+            f"translate: --method {method}: {run_dir} is a simultaneous run (policy "
+            f"{translator.policy!r}), decoded greedily as the source arrives; a beam would "
+            "revise tokens already written. Give --method greedy (the default here)"
+        )
     if method == "beam":
         _check_beam_width(translator, beam_width, "translate")
     search = evaluation.search_function(translator, method, beam_width, length_penalty)
@@ -273,7 +395,11 @@ def translate(
             named = evaluation.NonFiniteOutputError(error.score, error.sentence, label)
             raise SystemExit(f"translate: {named}") from None
         outputs = evaluation.detokenize_output(decoded["text"])
-        sys.stdout.write("".join(line + "\n" for line in outputs))
+        lines = [line + "\n" for line in outputs]
+        if simultaneous:
+            traces = _traces(translator, decoded)
+            lines = [line + trace + "\n" for line, trace in zip(lines, traces, strict=True)]
+        sys.stdout.write("".join(lines))
         sys.stdout.flush()
         count += len(outputs)
         if sentences:
@@ -281,6 +407,29 @@ def translate(
     if not count:
         raise SystemExit("translate: give sentences as arguments or on stdin")
     return kept if sentences else count
+
+
+def _traces(translator, decoded):
+    """The trace line of each output of a simultaneous run's `decode_corpus`."""
+    delays, latencies, _ = evaluation.simultaneous_latency(translator, decoded)
+    lines = []
+    for i, g in enumerate(delays):
+        if latencies[i] is None:
+            lines.append("  trace: (empty source)")
+            continue
+        source = translator.source_tokenizer.lookup(tf.constant([decoded["source_tokens"][i]]))
+        written = len(decoded["written_attention"][i])
+        # The written tokens, END included when written: the first `written`
+        # of the output and END.
+        ids = (decoded["tokens"][i] + [translator.target_tokenizer.end_id])[:written]
+        target = translator.target_tokenizer.lookup(tf.constant([ids]))
+        pieces = [[t.decode() for t in row] for row in (source.numpy()[0], target.numpy()[0])]
+        latency = latencies[i].as_dict()
+        lines.append(
+            f"  trace (AP {latency['AP']:.2f}, AL {latency['AL']:.2f}, DAL "
+            f"{latency['DAL']:.2f}): {evaluation.trace_text(pieces[0], pieces[1], g)}"
+        )
+    return lines
 
 
 # -------------------------------------------------------------- explain

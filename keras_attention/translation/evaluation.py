@@ -8,6 +8,18 @@ Scores:
 - `bleu_lc_tok`: BLEU on lowercased, Moses-tokenized hypotheses and references
   (`tokenize="none"`, like multi-bleu.perl), the scoring of the WMT17
   multimodal task papers, to compare with their published numbers.
+
+A simultaneous run (a streaming model with a read/write policy) is decoded by
+the same batched greedy search: with a unidirectional encoder and no bridge
+its tokens are those of `SimultaneousGenerator`, which reads the source one
+token at a time. The delays g(t), the source subwords read before each
+written token (END included), follow from the policy: the wait-k schedule
+(`schedule_delays`), or MILk's hard endpoints (`milk_delays`), read from the
+monotonic head's alignment along the output, not from the attention rows:
+the softmax over the prefix can underflow to an exact 0 at the endpoint
+itself, and the row then shows an earlier one than the head chose. Both
+then obey the streaming decoder's bound (`bounded_delays`): it writes at
+most greedy's 2n + 10 tokens on n source tokens read, then reads.
 """
 
 import math
@@ -16,10 +28,16 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.attention.wait_k_attention import wait_k_delays
 from keras_attention.generation.search_defaults import BEAM_WIDTH
 from keras_attention.generation.search_defaults import LENGTH_PENALTY
 from keras_attention.generation.search_defaults import BeamSettings
+from keras_attention.generation.search_defaults import default_max_length
 from keras_attention.scoring import plots
+from keras_attention.scoring.latency import READ
+from keras_attention.scoring.latency import WRITE
+from keras_attention.scoring.latency import Latency
+from keras_attention.scoring.latency import corpus_latency
 from keras_attention.translation.postprocess import postprocess
 
 # Source-length buckets (English words) of the BLEU-by-length plot.
@@ -149,7 +167,9 @@ def decode_corpus(
     Returns:
         A dict: `text` (list of str, the tokenizer's lowercased, space-split
         output), `tokens` (list of int lists, END excluded), `attention` (list
-        of (len(tokens), S) arrays), `source_tokens` (list of int lists).
+        of (len(tokens), S) arrays), `source_tokens` (list of int lists),
+        `written_attention` (list of (written, S) arrays: the weights of
+        every written token, END included when written).
 
     Raises:
         NonFiniteOutputError: the log-probability of a translation is NaN or
@@ -173,9 +193,10 @@ def decode_corpus(
         _check_finite(out["log_probs"].numpy(), index)
         tokens = out["tokens"].numpy()
         attention = out["attention"].numpy()
+        written = out["lengths"].numpy()  # END included
         text = translator.detokenize(tokens)
         for row, i in enumerate(index):
-            seq = tokens[row].tolist()
+            seq = tokens[row].tolist()[: int(written[row])]  # the padding after it left out
             n = seq.index(end_id) if end_id in seq else len(seq)
             n_src = int(lengths[i])
             results[i] = (
@@ -183,6 +204,7 @@ def decode_corpus(
                 seq[:n],
                 attention[row, :n, :n_src],
                 source[i].numpy().tolist(),
+                attention[row, : int(written[row]), :n_src],
             )
         if bar is not None:
             bar.add(len(index))
@@ -191,7 +213,143 @@ def decode_corpus(
         "tokens": [r[1] for r in results],
         "attention": [r[2] for r in results],
         "source_tokens": [r[3] for r in results],
+        "written_attention": [r[4] for r in results],
     }
+
+
+def schedule_delays(policy, source_length, written, k=None):
+    """g(t) of a schedule: wait-k's (`wait_k_delays`), or for consecutive
+    decoding the whole source before every write.
+
+    Args:
+        policy: "wait-k" or "consecutive".
+        source_length: S, the source subwords, 1 or more.
+        written: the tokens written, END included when written.
+        k: the wait-k k the output was decoded with.
+    """
+    return wait_k_delays(k if policy == "wait-k" else None, source_length, written)
+
+
+def milk_delays(translator, decoded, batch_size=64):
+    """g(t) of each greedy output of a MILk run (hard mode), END included.
+
+    The outputs' tokens are fed back one step at a time, as the search wrote
+    them, and each step's hard alignment says its endpoint t_i: g = t_i + 1,
+    the source tokens a streaming decoder reads before it writes; S (the
+    whole source) when the head chose none. Never decreasing: a step after
+    one that read the whole source reads on from there.
+
+    Args:
+        translator: a `Translator` of a MILk run (`load_run` sets hard mode).
+        decoded: what `decode_corpus` returned for it.
+        batch_size: the outputs stepped through at once.
+
+    Returns:
+        A list with a tuple of ints per output (empty for an empty source).
+    """
+    attention = translator.generator.decoder.attention
+    (key,) = attention.attention_state_keys  # "alignment": α (B, S)
+    start, end = translator.target_tokenizer.start_id, translator.target_tokenizer.end_id
+    delays = []
+    for begin in range(0, len(decoded["tokens"]), batch_size):
+        rows = range(begin, min(begin + batch_size, len(decoded["tokens"])))
+        sources = [decoded["source_tokens"][i] for i in rows]
+        written = [len(decoded["written_attention"][i]) for i in rows]
+        steps = max(written)
+        inputs = np.zeros((len(rows), steps), np.int32)  # the token each step reads
+        for j, i in enumerate(rows):
+            output = (decoded["tokens"][i] + [end])[: written[j]]
+            inputs[j, : written[j]] = [start] + output[:-1]
+        ids = tf.ragged.constant(sources, dtype=tf.int32).to_tensor()  # (B, S)
+        lengths = np.array([len(source) for source in sources])  # (B,)
+        state = translator.encode(ids)
+        endpoints = np.zeros((len(rows), steps), np.int64)
+        for t in range(steps):
+            _, _, state = translator.step(tf.constant(inputs[:, t]), state)
+            alignment = np.asarray(state[f"attention_{key}"])  # (B, S)
+            chosen = alignment.sum(-1) >= 0.5  # one-hot at t_i, or all zeros
+            endpoints[:, t] = np.where(chosen, alignment.argmax(-1) + 1, lengths)
+        for j, length in enumerate(lengths):
+            reached = np.maximum.accumulate(np.minimum(endpoints[j, : written[j]], length))
+            delays.append(tuple(int(g) for g in reached) if length else ())
+    return delays
+
+
+def bounded_delays(delays, source_length, max_output_length):
+    """`delays` under the streaming decoder's bound on its output: before the
+    source has ended, `SimultaneousGenerator` writes token t only once it has
+    read n tokens with t - 1 < `default_max_length(n)` (greedy's bound for a
+    source of n tokens, 2n + 10), and reads first otherwise. A wait-k
+    schedule is never held back (k + t - 1 >= t); a MILk head that stays on
+    an early endpoint for many writes is.
+
+    Args:
+        delays: g(t) of the policy, one per written token.
+        source_length: S; no write waits for more than S tokens.
+        max_output_length: the generator's cap on `default_max_length`.
+    """
+    bounded, read = [], 1
+    for t, g in enumerate(delays, start=1):
+        while read < source_length and t - 1 >= default_max_length(read, max_output_length):
+            read += 1
+        bounded.append(max(int(g), read))
+    return tuple(bounded)
+
+
+def simultaneous_latency(translator, decoded):
+    """The delays and `Latency` of each output of `decode_corpus` (a
+    simultaneous run's greedy outputs), and their corpus means.
+
+    Args:
+        translator: a `Translator` of a simultaneous run (its `policy`, and
+            for wait-k the k it decoded with, `wait_k`).
+        decoded: what `decode_corpus` returned.
+
+    Returns:
+        `(delays, latencies, means)`: a tuple of g(t) per sentence, a
+        `Latency` per sentence (None for an empty source, which nothing was
+        read for), and `corpus_latency` of the others: {"AP", "AL", "DAL"}.
+    """
+    policy = translator.policy
+    if policy == "milk":
+        delays = milk_delays(translator, decoded)
+    else:
+        delays = [
+            schedule_delays(policy, len(source), len(weights), translator.wait_k) if source else ()
+            for weights, source in zip(
+                decoded["written_attention"], decoded["source_tokens"], strict=True
+            )
+        ]
+    cap = translator.generator.max_output_length
+    delays = [
+        bounded_delays(g, len(source), cap)
+        for g, source in zip(delays, decoded["source_tokens"], strict=True)
+    ]
+    latencies = [
+        Latency.of(g, len(source)) if source else None
+        for g, source in zip(delays, decoded["source_tokens"], strict=True)
+    ]
+    means = corpus_latency(latency for latency in latencies if latency is not None)
+    return delays, latencies, means
+
+
+def trace_text(source_pieces, target_pieces, delays):
+    """One output's read/write trace as text: `R:piece` for each source
+    subword read, `W:piece` for each target subword written, in their order.
+
+    Args:
+        source_pieces: the source subwords (str), in order.
+        target_pieces: the written subwords (str), END included if written.
+        delays: g(t) for each written subword.
+    """
+    actions, read = [], 0
+    for piece, g in zip(target_pieces, delays, strict=True):
+        while read < g:
+            actions.append(f"{READ}:{source_pieces[read]}")
+            read += 1
+        actions.append(f"{WRITE}:{piece}")
+    actions.extend(f"{READ}:{piece}" for piece in source_pieces[read:])
+    return " ".join(actions)
 
 
 def detokenize_output(text, lang="fr"):

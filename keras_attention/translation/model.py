@@ -15,6 +15,22 @@ The decoder is `BahdanauDecoder` (with `conditional=True`, the two-cell
 conditional GRU of the published Multi30k systems) or `LuongDecoder` with the
 attention the configuration names, or a plain Keras GRU for the no-attention baseline (it
 starts from s_0, the whole source squeezed into one vector).
+
+With a simultaneous `policy` the model is the streaming one pysimt trains on
+Multi30k (Caglayan et al. 2020, its `wait{k}-rnn.conf`): a memory position
+reads the source up to it only, and the decoder starts before the source
+has ended, so that decoding the sentence whole is decoding it as it arrives:
+
+    source_ids (B, S) ─ Embedding ─ Dropout ─ GRU ─ ... ─ GRU ─► memory (B, S, encoder_units)
+    decoder_input_ids (B, T) ─ Embedding ─ Dropout ─┐
+         memory, source mask ─► BahdanauDecoder (first state zeros, the attention
+                                 wrapped by the policy) ─ Dropout ─ Dense ─► logits
+
+"wait-k" wraps the Bahdanau attention in `WaitKAttention` (one k, or every k
+of a range at once: `training_k`), "milk" replaces it with
+`MonotonicInfiniteLookbackAttention` (soft "parallel" mode in training; the
+translator sets `mode="hard"` to decode), "consecutive" leaves it as it is
+(k = infinity: the unidirectional baseline).
 """
 
 import keras
@@ -22,6 +38,11 @@ import keras
 from keras_attention.arguments.validation import check_positive_int
 from keras_attention.attention.bahdanau_attention import BahdanauAttention
 from keras_attention.attention.luong_attention import LuongAttention
+from keras_attention.attention.monotonic_infinite_lookback_attention import (
+    MonotonicInfiniteLookbackAttention,
+)
+from keras_attention.attention.wait_k_attention import WaitKAttention
+from keras_attention.attention.wait_k_attention import check_k
 from keras_attention.decoders.bahdanau_decoder import BahdanauDecoder
 from keras_attention.decoders.luong_decoder import LuongDecoder
 from keras_attention.translation.tied_embedding import TiedEmbedding
@@ -30,10 +51,19 @@ ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat", "none")
 # What s_0 is computed from: the encoder's final states (both directions), or
 # the mean of the memory over the real source tokens (`MaskedMean`).
 DECODER_INITS = ("final", "mean")
+# The read/write policies of a simultaneous (streaming) model; None: the
+# offline model, bidirectional encoder and bridge.
+POLICIES = ("consecutive", "wait-k", "milk")
+# pysimt's streaming encoder: two unidirectional GRU layers.
+ENCODER_LAYERS = 2
+# MILk's monotonic head: noise before the sigmoid pushes the soft training
+# towards the hard decisions of decoding (Raffel et al. 2017 add Gaussian
+# noise of standard deviation 1); a score bias of 0 starts it at p = 1/2.
+MILK_SIGMOID_NOISE = 1.0
 
 # Layer names the inference code looks up in a trained (or reloaded) model.
 SOURCE_EMBEDDING = "source_embedding"
-ENCODER = "encoder"
+ENCODER = "encoder"  # the streaming encoder's GRU layers: encoder_1, encoder_2, ...
 BRIDGE = "bridge"
 ENCODER_MEAN = "encoder_mean"  # only in models built with decoder_init="mean"
 TARGET_EMBEDDING = "target_embedding"
@@ -88,14 +118,18 @@ def make_decoder(
     seed=None,
     output_units=None,
     conditional=False,
+    policy=None,
+    wait_k=None,
 ):
     """The decoder layer for an attention name of `ATTENTIONS` (not "none").
 
-    `conditional=True` (Bahdanau only) gives the two-cell conditional decoder.
+    `conditional=True` (Bahdanau only) gives the two-cell conditional decoder;
+    a `policy` (Bahdanau only) wraps or replaces its attention as the module
+    docstring says.
     """
     check_conditional(attention, conditional)
     if attention == "bahdanau":
-        layer = BahdanauAttention(units, name="attention")
+        layer = policy_attention(policy, units, wait_k, seed)
         return BahdanauDecoder(
             units,
             layer,
@@ -135,6 +169,9 @@ def build_translator(
     seed=None,
     conditional=False,
     decoder_init="final",
+    policy=None,
+    wait_k=None,
+    encoder_layers=None,
 ):
     """Builds the training model: `(source_ids, decoder_input_ids) → logits`.
 
@@ -152,29 +189,61 @@ def build_translator(
         encoder_units: GRU size of each direction of the bidirectional
             encoder; the memory has twice as many features. Default
             `units / 2`, so that the memory has `units` features, which
-            "luong-dot" needs (d_q == d_k).
-        seed: seed of the dropout layers.
+            "luong-dot" needs (d_q == d_k). With a `policy`: the size of
+            each unidirectional GRU layer, default `units`.
+        seed: seed of the dropout layers (and of the draws of k).
         conditional: "bahdanau" only: the conditional (two-cell) decoder.
         decoder_init: one of `DECODER_INITS`, what the first decoder state
             s_0 = tanh(W x + b) reads: "final", x = the final states of the
             two encoder directions; "mean", x = the mean of the memory over
-            the source tokens (padding excluded), as in the published system.
+            the source tokens (padding excluded), as in the published
+            system. With a `policy` there is no s_0 (zeros): None, or
+            "final" left as the default.
+        policy: None (the offline model above), or one of `POLICIES`: the
+            streaming model, "bahdanau" attention only.
+        wait_k: "wait-k" only: the k of `WaitKAttention`, an int >= 1, or a
+            pair `(low, high)` to train for every k in [low, high] at once
+            (`training_k`; the model then decodes with k = high).
+        encoder_layers: with a `policy`, the unidirectional GRU layers of
+            the encoder; None: `ENCODER_LAYERS` (2, pysimt's).
 
     Returns:
         An uncompiled `keras.Model` with inputs `source_ids`, `decoder_input_ids`
         (int32, 0-padded) and output logits (batch, T, target_vocab_size).
     """
-    _check_choices(attention, conditional, decoder_init)
+    _check_choices(attention, conditional, decoder_init if policy is None else "final")
+    check_policy(policy, attention, decoder_init, wait_k, encoder_layers)
     check_positive_int("source_vocab_size", source_vocab_size)
     check_positive_int("target_vocab_size", target_vocab_size)
     check_positive_int("embedding_dim", embedding_dim)
     check_positive_int("units", units)
-    encoder_units = _encoder_units(attention, units, encoder_units)
     source = keras.Input((None,), dtype="int32", name="source_ids")
     decoder_input = keras.Input((None,), dtype="int32", name="decoder_input_ids")
-    memory, initial_state = _encoder(
-        source, source_vocab_size, embedding_dim, encoder_units, units, dropout, seed, decoder_init
-    )
+    if policy is None:
+        encoder_units = _encoder_units(attention, units, encoder_units)
+        memory, initial_state = _encoder(
+            source,
+            source_vocab_size,
+            embedding_dim,
+            encoder_units,
+            units,
+            dropout,
+            seed,
+            decoder_init,
+        )
+    else:
+        encoder_units = units if encoder_units is None else encoder_units
+        check_positive_int("encoder_units", encoder_units)
+        memory = _streaming_encoder(
+            source,
+            source_vocab_size,
+            embedding_dim,
+            encoder_units,
+            encoder_layers or ENCODER_LAYERS,
+            dropout,
+            seed,
+        )
+        initial_state = None  # zeros: the decoder starts before the source ends
     embedding_class = TiedEmbedding if tie_embeddings else keras.layers.Embedding
     target_embedding = embedding_class(
         target_vocab_size, embedding_dim, mask_zero=True, name=TARGET_EMBEDDING
@@ -191,11 +260,95 @@ def build_translator(
             seed=seed,
             output_units=embedding_dim if tie_embeddings else None,
             conditional=conditional,
+            policy=policy,
+            wait_k=wait_k,
         )
         outputs, _, _ = decoder(y, memory, initial_state=initial_state)  # (B, T, E or units)
     outputs = keras.layers.Dropout(dropout, seed=seed, name="output_dropout")(outputs)
     logits = _logits(outputs, target_embedding, target_vocab_size, tie_embeddings)
     return keras.Model([source, decoder_input], logits, name=f"translator_{attention}")
+
+
+def policy_attention(policy, units, wait_k=None, seed=None):
+    """The decoder's attention layer, named "attention", for a `policy` of
+    `POLICIES` or None (a plain `BahdanauAttention`)."""
+    if policy == "wait-k":
+        k, training_k = wait_k_setting(wait_k)
+        return WaitKAttention(
+            BahdanauAttention(units, name="bahdanau"),
+            k=k,
+            training_k=training_k,
+            seed=seed,
+            name="attention",
+        )
+    if policy == "milk":
+        return MonotonicInfiniteLookbackAttention(
+            units, sigmoid_noise=MILK_SIGMOID_NOISE, seed=seed, name="attention"
+        )
+    return BahdanauAttention(units, name="attention")
+
+
+def wait_k_setting(wait_k):
+    """`(k, training_k)` of `WaitKAttention` for a `wait_k` of `build_translator`:
+    `(k, None)` for one k, `(high, (low, high))` for a range."""
+    if isinstance(wait_k, (tuple, list)):
+        low, high = (int(k) for k in wait_k)
+        return high, (low, high)
+    return int(wait_k), None
+
+
+def check_policy(policy, attention="bahdanau", decoder_init=None, wait_k=None, encoder_layers=None):
+    """Raises `ValueError` for a `policy` of `build_translator` that names no
+    model, or an option that contradicts it."""
+    if policy is None:
+        for name, value in (("wait_k", wait_k), ("encoder_layers", encoder_layers)):
+            if value is not None:
+                raise ValueError(
+                    f"Invalid value for argument `{name}`: it sets the streaming model of a "
+                    f"simultaneous `policy` ({', '.join(POLICIES)}), and policy=None. "
+                    f"Received: {name}={value!r}"
+                )
+        return
+    if policy not in POLICIES:
+        raise ValueError(
+            f"Invalid value for argument `policy`. Expected None or one of {POLICIES}. "
+            f"Received: policy={policy!r}"
+        )
+    if attention != "bahdanau":
+        raise ValueError(
+            f"Invalid value for argument `attention`: the streaming model of policy={policy!r} "
+            f"has Bahdanau (MLP) attention. Received: attention={attention!r}"
+        )
+    # "final", the default, names the offline model's bridge: unused here.
+    if decoder_init not in (None, "final"):
+        raise ValueError(
+            "Invalid value for argument `decoder_init`: the streaming model's first decoder "
+            "state is zeros (it is needed before the source has ended): leave it unset. "
+            f"Received: decoder_init={decoder_init!r}, policy={policy!r}"
+        )
+    check_positive_int("encoder_layers", encoder_layers, allow_none=True)
+    if policy != "wait-k":
+        if wait_k is not None:
+            raise ValueError(
+                f"Invalid value for argument `wait_k`: it is the schedule of policy='wait-k'. "
+                f"Received: wait_k={wait_k!r}, policy={policy!r}"
+            )
+        return
+    if isinstance(wait_k, (tuple, list)):
+        if len(wait_k) != 2:
+            raise ValueError(
+                "Invalid value for argument `wait_k`. Expected an integer k >= 1 or a pair "
+                f"(low, high). Received: wait_k={wait_k!r}"
+            )
+        check_k("wait_k[0]", wait_k[0])
+        check_k("wait_k[1]", wait_k[1])
+        if wait_k[0] > wait_k[1]:
+            raise ValueError(
+                "Invalid value for argument `wait_k`. Expected a range (low, high) with "
+                f"low <= high. Received: wait_k={wait_k!r}"
+            )
+    else:
+        check_k("wait_k", wait_k)
 
 
 def _check_choices(attention, conditional, decoder_init):
@@ -259,6 +412,20 @@ def _encoder(
         summary
     )  # s_0: (B, units)
     return memory, initial_state
+
+
+def _streaming_encoder(source, source_vocab_size, embedding_dim, units, layers, dropout, seed):
+    """The memory (B, S, units) of the source ids (B, S), its mask riding on
+    it: `layers` unidirectional GRUs, so position j reads tokens 1..j only."""
+    x = keras.layers.Embedding(
+        source_vocab_size, embedding_dim, mask_zero=True, name=SOURCE_EMBEDDING
+    )(source)  # (B, S, E), mask (B, S)
+    x = keras.layers.Dropout(dropout, seed=seed, name="source_dropout")(x)
+    for i in range(1, layers + 1):
+        x = keras.layers.GRU(units, return_sequences=True, name=f"{ENCODER}_{i}")(
+            x
+        )  # (B, S, units)
+    return x
 
 
 def _baseline_decoder(y, initial_state, units, embedding_dim, tie_embeddings):

@@ -26,8 +26,10 @@ from keras_attention.training.schedules import check_max_minutes
 from keras_attention.translation import distribute
 from keras_attention.translation import runs
 from keras_attention.translation.data import load_multi30k
+from keras_attention.translation.model import ENCODER_LAYERS
 from keras_attention.translation.model import build_translator
 from keras_attention.translation.model import check_conditional
+from keras_attention.translation.model import check_policy
 from keras_attention.translation.pipeline import make_dataset
 from keras_attention.translation.runs import CONFIG_FILE
 from keras_attention.translation.runs import SOURCE_VOCAB
@@ -115,6 +117,9 @@ def train_run(
     strategy="one-device",
     mixed_precision=None,
     distribution=None,
+    policy=None,
+    wait_k=None,
+    encoder_layers=None,
     **overrides,
 ):
     """Trains a translator into `run_dir`, or resumes its unfinished training.
@@ -137,6 +142,12 @@ def train_run(
         strategy: one of `distribute.STRATEGIES` (`batch_size` per replica).
         mixed_precision: `TrainingRun`'s (a mixed policy).
         distribution: `TrainingRun`'s ("data-parallel" on JAX, one device).
+        policy: None (the offline model), or a simultaneous read/write
+            policy of `translation.model.POLICIES`: the streaming model of
+            `build_translator` ("bahdanau" attention, no bridge).
+        wait_k: "wait-k" only: k, or a pair (low, high) trained at once.
+        encoder_layers: with a `policy`, the encoder's GRU layers (default
+            `ENCODER_LAYERS`).
         **overrides: values of the preset's keys (`epochs=`, `units=`,
             `conditional=`, ...); None keeps the preset's value.
 
@@ -152,10 +163,22 @@ def train_run(
     Nothing in the folder is changed when one of these is raised.
     """
     check_train_options(preset, attention, max_minutes, strategy, overrides, distribution)
+    # The preset's decoder_init names the offline model's bridge; the
+    # streaming model has none, so only an asked-for one is refused.
+    check_policy(policy, attention, overrides.get("decoder_init"), wait_k, encoder_layers)
     tf_strategy = distribute.make_strategy(strategy)
     # Workers other than the chief write to a private sub-folder.
     run_dir = distribute.worker_run_dir(run_dir)
     config = _run_config(preset, overrides, attention=attention, seed=seed, preset=preset)
+    if policy is not None:
+        # Recorded only for a simultaneous run: an offline run's config.json
+        # stays as before (and resumes and compares as before).
+        config.update(
+            policy=policy,
+            wait_k=list(wait_k) if isinstance(wait_k, (tuple, list)) else wait_k,
+            encoder_layers=encoder_layers or ENCODER_LAYERS,
+            decoder_init=None,
+        )
     config.update(lr_schedule=lr_schedule, input_feeding=input_feeding)
     config.update(strategy=strategy, max_minutes=max_minutes)
     run = runs.translator_run(
@@ -366,6 +389,10 @@ def compiled_model(config, source_tokenizer, target_tokenizer, seed=None):
         tie_embeddings=config["tie_embeddings"],
         encoder_units=config["encoder_units"],
         seed=seed,
+        # Absent from an offline run's config.
+        policy=config.get("policy"),
+        wait_k=config.get("wait_k"),
+        encoder_layers=config.get("encoder_layers"),
     )
     optimizer = keras.optimizers.Adam(
         config["learning_rate"],

@@ -12,12 +12,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.attention.wait_k_attention import check_k
 from keras_attention.decoders.base_decoder import BaseDecoder
 from keras_attention.files.model_file import ModelFileError
 from keras_attention.files.model_file import load_model
 from keras_attention.generation.search_defaults import BeamSettings
 from keras_attention.generation.search_defaults import check_beam_width
 from keras_attention.generation.seq2seq_generator import Seq2SeqGenerator
+from keras_attention.generation.simultaneous_generator import SimultaneousGenerator
 from keras_attention.translation import runs
 from keras_attention.translation.runs import MODEL_FILE
 from keras_attention.translation.runs import SOURCE_VOCAB
@@ -67,6 +69,11 @@ def load_run(run_dir):
         SubwordTokenizer.load(run_dir / SOURCE_VOCAB),
         SubwordTokenizer.load(run_dir / TARGET_VOCAB),
     )
+    translator.policy = config.get("policy")
+    if translator.policy == "milk":
+        # Trained in the soft "parallel" mode; decoded with hard decisions,
+        # before any search is traced (a traced search keeps its mode).
+        translator.generator.decoder.attention.mode = "hard"
     return translator, config
 
 
@@ -100,6 +107,36 @@ class Translator(tf.Module):
         self.target_tokenizer = target_tokenizer
         self.generator = Seq2SeqGenerator.from_model(model, start_id=START_ID, end_id=END_ID)
         self.has_attention = isinstance(self.generator.decoder, BaseDecoder)
+        # The read/write policy of a simultaneous run (`load_run` sets it from
+        # config.json): None, "consecutive", "wait-k" or "milk".
+        self.policy = None
+
+    # ------------------------------------------------------- simultaneous
+
+    @property
+    def wait_k(self):
+        """The k a wait-k run decodes with (`WaitKAttention.k`); None for
+        another policy. Set it before tracing a search: a traced search keeps
+        the k it was traced with."""
+        if self.policy != "wait-k":
+            return None
+        return self.generator.decoder.attention.k
+
+    @wait_k.setter
+    def wait_k(self, k):
+        if self.policy != "wait-k":
+            raise ValueError(
+                f"Invalid value for argument `wait_k`: the run's policy is {self.policy!r}; "
+                "only a wait-k run has a k to set."
+            )
+        check_k("wait_k", k)
+        self.generator.decoder.attention.k = int(k)
+
+    def simultaneous_generator(self, max_source_length=None):
+        """A `SimultaneousGenerator` over the model: greedy decoding while the
+        source arrives, with its read/write trace (it refuses the offline
+        model's bidirectional encoder and bridge)."""
+        return SimultaneousGenerator(self.generator, max_source_length)
 
     # ------------------------------------------------------------ pieces
 
@@ -189,6 +226,7 @@ class Translator(tf.Module):
         """
         translator = Translator(self.model, self.source_tokenizer, self.target_tokenizer)
         translator.generator = self.generator.with_decoder(decoder)
+        translator.policy = self.policy
         return translator
 
     # ------------------------------------------------------------ search
