@@ -212,7 +212,7 @@ def build_translator(
         (int32, 0-padded) and output logits (batch, T, target_vocab_size).
     """
     _check_choices(attention, conditional, decoder_init if policy is None else "final")
-    check_policy(policy, attention, decoder_init, wait_k, encoder_layers)
+    check_read_write_policy(policy, attention, decoder_init, wait_k, encoder_layers)
     check_positive_int("source_vocab_size", source_vocab_size)
     check_positive_int("target_vocab_size", target_vocab_size)
     check_positive_int("embedding_dim", embedding_dim)
@@ -297,7 +297,9 @@ def wait_k_setting(wait_k):
     return int(wait_k), None
 
 
-def check_policy(policy, attention="bahdanau", decoder_init=None, wait_k=None, encoder_layers=None):
+def check_read_write_policy(
+    policy, attention="bahdanau", decoder_init=None, wait_k=None, encoder_layers=None
+):
     """Raises `ValueError` for a `policy` of `build_translator` that names no
     model, or an option that contradicts it."""
     if policy is None:

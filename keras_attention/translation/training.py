@@ -29,7 +29,7 @@ from keras_attention.translation.data import load_multi30k
 from keras_attention.translation.model import ENCODER_LAYERS
 from keras_attention.translation.model import build_translator
 from keras_attention.translation.model import check_conditional
-from keras_attention.translation.model import check_policy
+from keras_attention.translation.model import check_read_write_policy
 from keras_attention.translation.pipeline import make_dataset
 from keras_attention.translation.runs import CONFIG_FILE
 from keras_attention.translation.runs import SOURCE_VOCAB
@@ -165,7 +165,9 @@ def train_run(
     check_train_options(preset, attention, max_minutes, strategy, overrides, distribution)
     # The preset's decoder_init names the offline model's bridge; the
     # streaming model has none, so only an asked-for one is refused.
-    check_policy(policy, attention, overrides.get("decoder_init"), wait_k, encoder_layers)
+    check_read_write_policy(
+        policy, attention, overrides.get("decoder_init"), wait_k, encoder_layers
+    )
     tf_strategy = distribute.make_strategy(strategy)
     # Workers other than the chief write to a private sub-folder.
     run_dir = distribute.worker_run_dir(run_dir)
