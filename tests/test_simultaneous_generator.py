@@ -83,19 +83,7 @@ class _EveryOtherStep(BahdanauAttention):
 
 
 def _policy_model(seed=0):
-    keras.utils.set_random_seed(seed)
-    source = keras.Input((None,), dtype="int32", name="source")
-    target_in = keras.Input((None,), dtype="int32", name="target_in")
-    embedded = keras.layers.Embedding(SOURCE_VOCAB, 6, mask_zero=True)(source)
-    memory = keras.layers.GRU(8, return_sequences=True)(embedded)
-    init = keras.initializers.RandomNormal(stddev=1.0)
-    target = keras.layers.Embedding(TARGET_VOCAB, 5, mask_zero=True, embeddings_initializer=init)(
-        target_in
-    )
-    decoder = BahdanauDecoder(8, attention=_EveryOtherStep(8))
-    outputs, _, _ = decoder(target, memory)
-    logits = keras.layers.Dense(TARGET_VOCAB, kernel_initializer=init)(outputs)
-    return keras.Model([source, target_in], logits)
+    return _streaming_model(_EveryOtherStep(8), seed=seed)
 
 
 @pytest.mark.parametrize("decoder_kind", ["bahdanau", "luong"])
@@ -234,7 +222,8 @@ def _policy_attention(policy, k):
     return MonotonicInfiniteLookbackAttention(8, mode="hard", kernel_initializer=spread)
 
 
-def _streaming_model(policy, k=None, decoder_kind="bahdanau", seed=0):
+def _streaming_model(attention, decoder_kind="bahdanau", seed=0):
+    """source ids → Embedding → GRU (unidirectional) → decoder with `attention`."""
     keras.utils.set_random_seed(seed)
     source = keras.Input((None,), dtype="int32", name="source")
     target_in = keras.Input((None,), dtype="int32", name="target_in")
@@ -244,7 +233,6 @@ def _streaming_model(policy, k=None, decoder_kind="bahdanau", seed=0):
     target = keras.layers.Embedding(TARGET_VOCAB, 5, mask_zero=True, embeddings_initializer=init)(
         target_in
     )
-    attention = _policy_attention(policy, k)
     if decoder_kind == "bahdanau":
         decoder = BahdanauDecoder(8, attention=attention)
     else:
@@ -264,7 +252,9 @@ def _offline(generator, source, max_length=None):
 @pytest.mark.parametrize("decoder_kind", ["bahdanau", "luong"])
 @pytest.mark.parametrize("k", [1, 3])
 def test_wait_k_streaming_gives_the_offline_tokens_on_its_schedule(decoder_kind, k):
-    generator = Seq2SeqGenerator.from_model(_streaming_model("wait-k", k, decoder_kind), START, END)
+    generator = Seq2SeqGenerator.from_model(
+        _streaming_model(_policy_attention("wait-k", k), decoder_kind), START, END
+    )
     simultaneous = SimultaneousGenerator(generator, max_source_length=9)
     for source in _sources(6, seed=5):
         tokens, _ = _offline(generator, source)
@@ -279,7 +269,7 @@ def test_wait_k_streaming_gives_the_offline_tokens_on_its_schedule(decoder_kind,
 @pytest.mark.parametrize("decoder_kind", ["bahdanau", "luong"])
 def test_milk_streaming_gives_the_offline_tokens_and_reads_to_each_endpoint(decoder_kind):
     generator = Seq2SeqGenerator.from_model(
-        _streaming_model("milk", None, decoder_kind), START, END
+        _streaming_model(_policy_attention("milk", None), decoder_kind), START, END
     )
     simultaneous = SimultaneousGenerator(generator, max_source_length=9)
     early = late = 0
@@ -302,7 +292,7 @@ def test_a_policy_that_never_reads_is_bounded_by_what_it_has_read():
     """A write-only policy (MILk choosing the first position at every step)
     that never writes END: greedy's bound for the tokens read, 2·n + 10, then
     it reads first; once the source ends, the bound of the whole source."""
-    model = _streaming_model("milk")
+    model = _streaming_model(_policy_attention("milk", None))
     generator = Seq2SeqGenerator.from_model(model, START, END)
     generator.decoder.attention.energy_bias.assign(50.0)  # always stop: never read
     readout = model.layers[-1]

@@ -25,4 +25,5 @@ __all__ = [
     "overridden_attention",
     "step_guard",
     "wait_k_attention",
+    "wrapped_attention",
 ]

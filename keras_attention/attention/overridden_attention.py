@@ -14,12 +14,13 @@ from keras import ops
 from keras_attention.arguments.validation import bound_arguments
 from keras_attention.attention.content_attention import ContentAttention
 from keras_attention.attention.masking import zero_masked
+from keras_attention.attention.wrapped_attention import WrappedAttention
 
 MODES = ("uniform", "permute")
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class OverriddenAttention(ContentAttention):
+class OverriddenAttention(WrappedAttention, ContentAttention):
     """A content-only attention layer whose weights are replaced.
 
     The wrapped layer computes its weights (with its masks and dropout); then
@@ -89,23 +90,6 @@ class OverriddenAttention(ContentAttention):
         self.mode = mode
         self.seed_generator = keras.random.SeedGenerator(seed)
         self._read_sizes()
-
-    def _read_sizes(self):
-        # The sizes of the wrapped layer, None until it is built: a decoder
-        # checks `query_dim` against its units.
-        self.query_dim = self.attention.query_dim
-        self.key_dim = self.attention.key_dim
-        self.value_dim = self.attention.value_dim
-
-    def build(self, query_shape, value_shape, key_shape=None):
-        if not self.attention.built:
-            self.attention.build(query_shape, value_shape, key_shape)
-        self._read_sizes()
-        self.built = True
-
-    def precompute_keys(self, key):
-        """The wrapped layer's processed keys."""
-        return self.attention.precompute_keys(key)
 
     def step_noise(self, shape, training=None):
         """Draws the random numbers of many queries at once.
@@ -210,12 +194,6 @@ class OverriddenAttention(ContentAttention):
             }
         )
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["attention"] = keras.saving.deserialize_keras_object(config["attention"])
-        return cls(**config)
 
 
 def _permute(weights, keep, keys):

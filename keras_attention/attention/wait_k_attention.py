@@ -22,6 +22,7 @@ from keras import ops
 
 from keras_attention.arguments.validation import check_positive_int
 from keras_attention.attention.base_attention import BaseAttention
+from keras_attention.attention.wrapped_attention import WrappedAttention
 
 # The layer's own state entry, beside those of the wrapped layer: the target
 # tokens written so far in each row, t before step t (batch,). A count, not a
@@ -36,7 +37,7 @@ _INNER = "attention"
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class WaitKAttention(BaseAttention):
+class WaitKAttention(WrappedAttention, BaseAttention):
     """The wait-k schedule around any attention layer of the package.
 
     Target step t (0-based) attends to the source positions j < k + t only
@@ -103,24 +104,7 @@ class WaitKAttention(BaseAttention):
         self.attention_state_keys = tuple(attention.attention_state_keys) + (WRITTEN,)
         self._read_sizes()
 
-    def _read_sizes(self):
-        # The sizes of the wrapped layer, None until it is built: a decoder
-        # checks `query_dim` against its units.
-        self.query_dim = self.attention.query_dim
-        self.key_dim = self.attention.key_dim
-        self.value_dim = self.attention.value_dim
-
-    def build(self, query_shape, value_shape, key_shape=None):
-        if not self.attention.built:
-            self.attention.build(query_shape, value_shape, key_shape)
-        self._read_sizes()
-        self.built = True
-
     # ------------------------------------------------------------- the contract
-
-    def precompute_keys(self, key):
-        """The wrapped layer's processed keys."""
-        return self.attention.precompute_keys(key)
 
     def prepare_memory(self, value, value_mask=None, key=None):
         """The wrapped layer's memory: the schedule masks nothing once per batch."""
@@ -272,12 +256,6 @@ class WaitKAttention(BaseAttention):
             }
         )
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["attention"] = keras.saving.deserialize_keras_object(config["attention"])
-        return cls(**config)
 
 
 def wait_k_delays(k, source_length, target_length):
