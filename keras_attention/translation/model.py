@@ -33,6 +33,8 @@ translator sets `mode="hard"` to decode), "consecutive" leaves it as it is
 (k = infinity: the unidirectional baseline).
 """
 
+from types import SimpleNamespace
+
 import keras
 
 from keras_attention.arguments.validation import check_positive_int
@@ -210,7 +212,15 @@ def build_translator(
     Returns:
         An uncompiled `keras.Model` with inputs `source_ids`, `decoder_input_ids`
         (int32, 0-padded) and output logits (batch, T, target_vocab_size).
+
+    Raises:
+        ValueError: an argument that names no model (`attention`,
+            `decoder_init`, `policy`), a size that is not a positive integer,
+            or two arguments that contradict each other.
     """
+    # The arguments by name, for the two sides below (taken before any other
+    # local name exists).
+    args = SimpleNamespace(**locals())
     _check_choices(attention, conditional, decoder_init if policy is None else "final")
     check_read_write_policy(policy, attention, decoder_init, wait_k, encoder_layers)
     check_positive_int("source_vocab_size", source_vocab_size)
@@ -219,54 +229,94 @@ def build_translator(
     check_positive_int("units", units)
     source = keras.Input((None,), dtype="int32", name="source_ids")
     decoder_input = keras.Input((None,), dtype="int32", name="decoder_input_ids")
-    if policy is None:
-        encoder_units = _encoder_units(attention, units, encoder_units)
-        memory, initial_state = _encoder(
+    memory, initial_state = _encoder_side(source, args)
+    logits = _decoder_side(decoder_input, memory, initial_state, args)
+    return keras.Model([source, decoder_input], logits, name=f"translator_{attention}")
+
+
+def _encoder_side(source, args):
+    """The encoder of `build_translator`: the offline bidirectional encoder
+    and its bridge, or with a `policy` the streaming encoder and no first
+    state.
+
+    Args:
+        source: the source ids (B, S), int32, 0-padded.
+        args: `build_translator`'s arguments, by name (a namespace).
+
+    Returns:
+        `(memory, initial_state)`: the memory (B, S, d), its mask riding on
+        it, d = 2 · encoder_units offline and encoder_units streaming; the
+        first decoder state s_0 (B, units), or None with a `policy` (zeros:
+        the decoder starts before the source ends).
+
+    Raises:
+        ValueError: `encoder_units` is not a positive integer, or does not
+            fit `units` and `attention` (`_encoder_units`).
+    """
+    if args.policy is None:
+        encoder_units = _encoder_units(args.attention, args.units, args.encoder_units)
+        return _encoder(
             source,
-            source_vocab_size,
-            embedding_dim,
+            args.source_vocab_size,
+            args.embedding_dim,
             encoder_units,
-            units,
-            dropout,
-            seed,
-            decoder_init,
+            args.units,
+            args.dropout,
+            args.seed,
+            args.decoder_init,
         )
-    else:
-        encoder_units = units if encoder_units is None else encoder_units
-        check_positive_int("encoder_units", encoder_units)
-        memory = _streaming_encoder(
-            source,
-            source_vocab_size,
-            embedding_dim,
-            encoder_units,
-            encoder_layers or ENCODER_LAYERS,
-            dropout,
-            seed,
-        )
-        initial_state = None  # zeros: the decoder starts before the source ends
-    embedding_class = TiedEmbedding if tie_embeddings else keras.layers.Embedding
+    encoder_units = args.units if args.encoder_units is None else args.encoder_units
+    check_positive_int("encoder_units", encoder_units)
+    memory = _streaming_encoder(
+        source,
+        args.source_vocab_size,
+        args.embedding_dim,
+        encoder_units,
+        args.encoder_layers or ENCODER_LAYERS,
+        args.dropout,
+        args.seed,
+    )
+    return memory, None
+
+
+def _decoder_side(decoder_input, memory, initial_state, args):
+    """The decoder of `build_translator`, from the target embedding to the
+    logits: the attention decoder (`make_decoder`), or the baseline GRU for
+    attention "none".
+
+    Args:
+        decoder_input: the decoder input ids (B, T), int32, 0-padded.
+        memory: the encoder's memory (B, S, d), its mask riding on it.
+        initial_state: the first decoder state (B, units), or None (zeros).
+        args: `build_translator`'s arguments, by name (a namespace).
+
+    Returns:
+        The logits (B, T, target_vocab_size).
+    """
+    embedding_class = TiedEmbedding if args.tie_embeddings else keras.layers.Embedding
     target_embedding = embedding_class(
-        target_vocab_size, embedding_dim, mask_zero=True, name=TARGET_EMBEDDING
+        args.target_vocab_size, args.embedding_dim, mask_zero=True, name=TARGET_EMBEDDING
     )
     y = target_embedding(decoder_input)  # (B, T, E)
-    y = keras.layers.Dropout(dropout, seed=seed, name="target_dropout")(y)
-    if attention == "none":
-        outputs = _baseline_decoder(y, initial_state, units, embedding_dim, tie_embeddings)
+    y = keras.layers.Dropout(args.dropout, seed=args.seed, name="target_dropout")(y)
+    if args.attention == "none":
+        outputs = _baseline_decoder(
+            y, initial_state, args.units, args.embedding_dim, args.tie_embeddings
+        )
     else:
         decoder = make_decoder(
-            attention,
-            units,
-            input_feeding=input_feeding,
-            seed=seed,
-            output_units=embedding_dim if tie_embeddings else None,
-            conditional=conditional,
-            policy=policy,
-            wait_k=wait_k,
+            args.attention,
+            args.units,
+            input_feeding=args.input_feeding,
+            seed=args.seed,
+            output_units=args.embedding_dim if args.tie_embeddings else None,
+            conditional=args.conditional,
+            policy=args.policy,
+            wait_k=args.wait_k,
         )
         outputs, _, _ = decoder(y, memory, initial_state=initial_state)  # (B, T, E or units)
-    outputs = keras.layers.Dropout(dropout, seed=seed, name="output_dropout")(outputs)
-    logits = _logits(outputs, target_embedding, target_vocab_size, tie_embeddings)
-    return keras.Model([source, decoder_input], logits, name=f"translator_{attention}")
+    outputs = keras.layers.Dropout(args.dropout, seed=args.seed, name="output_dropout")(outputs)
+    return _logits(outputs, target_embedding, args.target_vocab_size, args.tie_embeddings)
 
 
 def policy_attention(policy, units, wait_k=None, seed=None):

@@ -172,17 +172,70 @@ def train_run(
     # Workers other than the chief write to a private sub-folder.
     run_dir = distribute.worker_run_dir(run_dir)
     config = _run_config(preset, overrides, attention=attention, seed=seed, preset=preset)
-    if policy is not None:
-        # Recorded only for a simultaneous run: an offline run's config.json
-        # stays as before (and resumes and compares as before).
-        config.update(
-            policy=policy,
-            wait_k=list(wait_k) if isinstance(wait_k, (tuple, list)) else wait_k,
-            encoder_layers=encoder_layers or ENCODER_LAYERS,
-            decoder_init=None,
-        )
+    config.update(_policy_config(policy, wait_k, encoder_layers))
     config.update(lr_schedule=lr_schedule, input_feeding=input_feeding)
     config.update(strategy=strategy, max_minutes=max_minutes)
+    run = _open_run(run_dir, config, overwrite, tf_strategy, mixed_precision, distribution)
+    with run:
+        _train(run, tf_strategy, patience, max_minutes, keep_epochs, data_dir)
+    return run_dir
+
+
+def _run_config(preset_name, overrides, **options):
+    """The preset's values, with the `overrides` that are not None and the
+    `options`: what config.json records."""
+    config = dict(PRESETS[preset_name])
+    config.update((key, value) for key, value in overrides.items() if value is not None)
+    config.update(options)
+    # The presets' conditional decoder is a Bahdanau decoder; the others have none.
+    config["conditional"] = config["conditional"] and config["attention"] == "bahdanau"
+    return config
+
+
+def _policy_config(policy, wait_k, encoder_layers):
+    """The entries of a simultaneous `policy` in config.json: none for an
+    offline run (None), whose config.json stays as before (and resumes and
+    compares as before).
+
+    Args:
+        policy: None or one of `translation.model.POLICIES`.
+        wait_k: `train_run`'s, k or a pair (low, high) (recorded as a list).
+        encoder_layers: `train_run`'s; None is `ENCODER_LAYERS`.
+
+    Returns:
+        A dict: empty for `policy` None, else `policy`, `wait_k`,
+        `encoder_layers` and `decoder_init` None (the streaming model has no
+        bridge).
+    """
+    if policy is None:
+        return {}
+    return {
+        "policy": policy,
+        "wait_k": list(wait_k) if isinstance(wait_k, (tuple, list)) else wait_k,
+        "encoder_layers": encoder_layers or ENCODER_LAYERS,
+        "decoder_init": None,
+    }
+
+
+def _open_run(run_dir, config, overwrite, tf_strategy, mixed_precision, distribution):
+    """The `TrainingRun` of `train_run` in `run_dir`, checked but not locked.
+
+    Args:
+        run_dir: the run folder (the worker's own for workers).
+        config: what config.json records.
+        overwrite: `train_run`'s.
+        tf_strategy: the `tf.distribute` strategy the model is built under.
+        mixed_precision: `TrainingRun`'s.
+        distribution: `TrainingRun`'s.
+
+    Returns:
+        The run, its `options["replicas"]` set.
+
+    Raises:
+        RunFolderError: the folder cannot hold this run.
+        CorruptRunError: it holds a damaged run, and not `overwrite`.
+        NotADirectoryError: `run_dir` is a file.
+    """
     run = runs.translator_run(
         run_dir,
         config,
@@ -198,20 +251,7 @@ def train_run(
     # that is not a run of ours is never written to. Checked again under the
     # lock.
     run.check()
-    with run:
-        _train(run, tf_strategy, patience, max_minutes, keep_epochs, data_dir)
-    return run_dir
-
-
-def _run_config(preset_name, overrides, **options):
-    """The preset's values, with the `overrides` that are not None and the
-    `options`: what config.json records."""
-    config = dict(PRESETS[preset_name])
-    config.update((key, value) for key, value in overrides.items() if value is not None)
-    config.update(options)
-    # The presets' conditional decoder is a Bahdanau decoder; the others have none.
-    config["conditional"] = config["conditional"] and config["attention"] == "bahdanau"
-    return config
+    return run
 
 
 def check_train_options(preset, attention, max_minutes, strategy, overrides, distribution=None):
