@@ -3,18 +3,15 @@
 import keras
 from keras import ops
 
-from keras_attention.arguments.validation import check_positive_int
 from keras_attention.attention.additive_score import additive_score
-from keras_attention.attention.additive_score import build_additive_score
-from keras_attention.attention.additive_score import layer_additive_score
-from keras_attention.attention.base_monotonic_attention import BaseMonotonicAttention
+from keras_attention.attention.bahdanau_monotonic_attention import BahdanauMonotonicAttention
 from keras_attention.attention.masking import masked_softmax
 from keras_attention.attention.masking import project
 from keras_attention.attention.monotonic_alignment import exclusive_cumsum
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class MonotonicInfiniteLookbackAttention(BaseMonotonicAttention):
+class MonotonicInfiniteLookbackAttention(BahdanauMonotonicAttention):
     """Monotonic Infinite Lookback attention, MILk (Arivazhagan et al., 2019).
 
     A learned read/write policy for simultaneous translation. A hard monotonic
@@ -90,23 +87,8 @@ class MonotonicInfiniteLookbackAttention(BaseMonotonicAttention):
     [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
     """
 
-    def __init__(
-        self,
-        units,
-        sigmoid_noise=0.0,
-        score_bias_init=0.0,
-        mode="parallel",
-        normalize=False,
-        **kwargs,
-    ):
-        # `seed` and `kernel_initializer` go to BaseMonotonicAttention by name.
-        super().__init__(sigmoid_noise, score_bias_init, mode, **kwargs)
-        check_positive_int("units", units)
-        self.units = units
-        self.normalize = bool(normalize)
-
     def build_energy(self, query_dim, key_dim):
-        build_additive_score(self, query_dim, key_dim, self.units, self.normalize)
+        super().build_energy(query_dim, key_dim)  # the monotonic energy's weights
         self.chunk_query_kernel = self.add_weight(
             name="chunk_query_kernel",  # W_cᵀ
             shape=(query_dim, self.units),
@@ -130,8 +112,8 @@ class MonotonicInfiniteLookbackAttention(BaseMonotonicAttention):
         return project(ops.cast(key, dtype), ops.cast(kernel, dtype))  # (B, T_v, 2·units)
 
     def _energy(self, query, processed_keys):
-        keys = processed_keys[:, :, : self.units]  # (B, T_v, units)
-        return layer_additive_score(self, query, keys, self.normalize)  # (B, T_v)
+        keys = processed_keys[:, :, : self.units]  # (B, T_v, units): U_a h_j
+        return super()._energy(query, keys)  # (B, T_v)
 
     def _chunk_energy(self, query, processed_keys):
         """u, (batch, T_v), in the compute dtype."""
@@ -178,11 +160,6 @@ class MonotonicInfiniteLookbackAttention(BaseMonotonicAttention):
         """
         alignment = ops.cast(attention_state["alignment"], self.state_dtype)  # (B, T_v)
         return ops.less(ops.sum(alignment, axis=-1), 0.5)  # (B,)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"units": self.units, "normalize": self.normalize})
-        return config
 
 
 def infinite_lookback_weights(energy, alignment, keep):
