@@ -14,9 +14,10 @@ with `SimultaneousLite` (the default interpreter: XNNPACK). Counts the
 sources whose tokens or read/write trace differ, and times each `read` and
 `write` call of the model (the median and the 95th percentile, in ms).
 
-    python benchmarks/streaming_lite.py
+    python benchmarks/streaming_lite.py --write
 
-Prints a table. About 18 minutes on a 2-core CPU shared with a training run,
+Prints a table; `--write` records it in docs/benchmarks.md with the command,
+the machine and the date. About 18 minutes on a 2-core CPU shared with a training run,
 with the defaults; most of it is the Keras side.
 """
 
@@ -31,6 +32,9 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _report  # noqa: E402
 
 from keras_attention import BahdanauAttention  # noqa: E402
 from keras_attention import BahdanauDecoder  # noqa: E402
@@ -115,6 +119,9 @@ def run(policy, args, folder):
     }
 
 
+TITLE = "The simultaneous decoder on Python LiteRT: time per read and per write"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sources", type=int, default=200)
@@ -124,26 +131,38 @@ def main():
     parser.add_argument("--units", type=int, default=256)
     parser.add_argument("--end-bias", type=float, default=0.0)
     parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
+    parser.add_argument("--write", action="store_true", help="record in docs/benchmarks.md")
     args = parser.parse_args()
-    print(
-        f"vocabulary {args.vocabulary}, embedding {args.embedding}, units {args.units}, "
-        f"W {args.width}, {args.sources} random sources of 5-20 tokens"
-    )
-    print(
+    started = time.perf_counter()
+    lines = [
+        f"Random weights at the translator's sizes: vocabulary {args.vocabulary}, embedding "
+        f"{args.embedding}, a unidirectional GRU and `BahdanauDecoder` of {args.units}, the "
+        f"stream's width W {args.width}; {args.sources} random sources of 5 to 20 tokens, "
+        "decoded by the Keras `SimultaneousGenerator` and by the exported model "
+        "(`export_simultaneous_tflite`, float32) through `SimultaneousLite` on Python LiteRT "
+        "(its default CPU path). A source differs when its tokens or its read/write trace "
+        "differ. Each `read` re-encodes the tokens read; with random weights END rarely "
+        "wins, so most outputs run to the stream's bound (2n + 10).",
+        "",
         "| policy | model MB | sources differing from Keras | sources with a write "
-        "before the end | read ms median / p95 | write ms median / p95 | calls |"
-    )
-    print("|---|---|---|---|---|---|---|")
+        "before the end | read ms median / p95 | write ms median / p95 | calls |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    print("\n".join(lines), flush=True)
     with tempfile.TemporaryDirectory() as folder:
         for policy in args.policies:
             r = run(policy, args, folder)
-            print(
+            row = (
                 f"| {r['policy']} | {r['size']:.1f} | {r['differ']} of {args.sources} | "
                 f"{r['early']} | {r['read_median']:.2f} / {r['read_p95']:.2f} | "
                 f"{r['write_median']:.2f} / {r['write_p95']:.2f} | "
-                f"{r['calls']['read']} reads, {r['calls']['write']} writes |",
-                flush=True,
+                f"{r['calls']['read']} reads, {r['calls']['write']} writes |"
             )
+            print(row, flush=True)
+            lines.append(row)
+    lines += ["", f"{time.perf_counter() - started:.0f} s in all.  ", *_report.footer_lines()]
+    if args.write:
+        _report.write_section(TITLE, "\n".join(lines))
 
 
 if __name__ == "__main__":
