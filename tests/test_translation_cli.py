@@ -298,7 +298,8 @@ def test_the_search_options_default_to_search_defaults():
     assert {name: args[name] for name in defaults} == defaults
     for function in (
         commands.translate,
-        commands.evaluate,
+        # `evaluate`'s options and their defaults.
+        commands.EvaluateOptions,
         evaluation.search_function,
         evaluation.decode_corpus,
         evaluation.decode_and_score,
@@ -333,6 +334,14 @@ def test_no_search_default_is_written_as_a_number(module):
                 for a, d in pairs
                 if a.arg in SEARCH_SETTINGS and isinstance(d, ast.Constant)
             ]
+        # A dataclass field's default (`EvaluateOptions`).
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id in SEARCH_SETTINGS
+            and isinstance(node.value, ast.Constant)
+        ):
+            numbers.append((node.target.id, "default"))
         if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
             flag = str(node.args[0].value)
             if flag.lstrip("-").replace("-", "_") in SEARCH_SETTINGS:

@@ -11,6 +11,7 @@ standard input that is not UTF-8) stop with `SystemExit` and a message naming
 the input.
 """
 
+import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -54,20 +55,42 @@ def command_error(command, error):
 # ------------------------------------------------------------- evaluate
 
 
-def evaluate(
-    run_dir,
-    data_dir=None,
-    splits=TEST_SPLITS,
-    methods=None,
-    beam_width=BEAM_WIDTH,
-    length_penalty=LENGTH_PENALTY,
-    batch_size=64,
-    baseline_run_dir=None,
-    heatmaps=(0, 1, 2),
-    max_sentences=None,
-    out_dir=None,
-    wait_k=None,
-):
+@dataclasses.dataclass(frozen=True)
+class EvaluateOptions:
+    """The options of `evaluate`, its command line's (`evaluate --help`).
+
+    Attributes:
+        data_dir: the Multi30k folder; None: as `load_multi30k` finds it.
+        splits: the splits scored, names of `load_multi30k`.
+        methods: the decoding methods, "greedy" and/or "beam"; None: both
+            (a simultaneous run: greedy, the only one it accepts).
+        beam_width: the beam's width, at most `MAX_BEAM_WIDTH` and the
+            target vocabulary.
+        length_penalty: the beam's GNMT length penalty.
+        batch_size: sentences decoded at once.
+        baseline_run_dir: an `attention="none"` run whose greedy BLEU by
+            source length is plotted beside the run's (offline runs only).
+        heatmaps: the numbers of the sentences of each split whose greedy
+            attention is drawn.
+        max_sentences: the first sentences of each split scored; None: all.
+        out_dir: the output folder; None: `RUN_DIR/eval`.
+        wait_k: the ks a "wait-k" run is decoded with; None: those trained.
+    """
+
+    data_dir: str | Path | None = None
+    splits: tuple | list = TEST_SPLITS
+    methods: tuple | list | None = None
+    beam_width: int = BEAM_WIDTH
+    length_penalty: float = LENGTH_PENALTY
+    batch_size: int = 64
+    baseline_run_dir: str | Path | None = None
+    heatmaps: tuple | list = (0, 1, 2)
+    max_sentences: int | None = None
+    out_dir: str | Path | None = None
+    wait_k: tuple | list | range | None = None
+
+
+def evaluate(run_dir, **options):
     """Scores a run on `splits` with each decoding method; returns the results.
 
     Writes to `out_dir` (default `RUN_DIR/eval`) the hypotheses
@@ -83,57 +106,53 @@ def evaluate(
     BLEU beside the corpus means of AP, AL and DAL (`SPLIT/greedy/SETTING`
     in `results.json`, its hypotheses in `SPLIT.greedy.SETTING.fr`, its
     heatmaps in `attention.SPLIT.SETTING.I.png`).
+
+    Args:
+        run_dir: a finished training run.
+        **options: the fields of `EvaluateOptions` (`splits`, `methods`,
+            `beam_width`, ...); one not given keeps its default there.
+
+    Returns:
+        The results (a dict, as `results.json` holds them): the scores of
+        each `SPLIT/METHOD` (or `SPLIT/greedy/SETTING`), and for offline
+        greedy decoding the BLEU by length (and the baseline's scores).
+
+    Raises:
+        SystemExit: the output folder is not one `evaluate` may write, an
+            option contradicts the run (`wait_k` of an offline run, a beam
+            or a baseline for a simultaneous one, a beam too wide), or a
+            decoding is not finite.
+        OSError: the output folder cannot be written (`check_can_write`).
+        NotADirectoryError, FileNotFoundError, CorruptRunError: the run (or
+            the baseline run) cannot be loaded (`load_run`).
+        ValueError: `max_sentences` is not a positive integer, or a
+            heatmap number is past the end of a split.
+        TypeError: an option that is not a field of `EvaluateOptions`.
     """
-    run_dir = Path(run_dir)
-    check_positive_int("max_sentences", max_sentences, allow_none=True)
+    run_dir, options = Path(run_dir), EvaluateOptions(**options)
+    check_positive_int("max_sentences", options.max_sentences, allow_none=True)
     try:
-        runs.check_evaluation_folder(run_dir, out_dir)  # before any decoding
+        runs.check_evaluation_folder(run_dir, options.out_dir)  # before any decoding
     except RunFolderError as error:
         raise command_error("evaluate", error) from None
-    check_can_write(out_dir or run_dir / runs.EVALUATION_DIR)
+    check_can_write(options.out_dir or run_dir / runs.EVALUATION_DIR)
     translator, config = load_run(run_dir)
-    if translator.policy is not None:
-        return _evaluate_simultaneous(
-            translator,
-            config,
-            run_dir,
-            data_dir,
-            splits,
-            methods,
-            batch_size,
-            baseline_run_dir,
-            heatmaps,
-            max_sentences,
-            out_dir,
-            wait_k,
-        )
-    if wait_k is not None:
-        raise SystemExit(_wait_k_refusal("evaluate", run_dir, config))
-    methods = ("greedy", "beam") if methods is None else methods
-    if "beam" in methods:
-        _check_beam_width(translator, beam_width, "evaluate")
-    splits = list(splits)
-    corpus = load_multi30k(splits, data_dir)
-    baseline = load_run(baseline_run_dir)[0] if baseline_run_dir else None
-    out_dir = Path(out_dir or run_dir / runs.EVALUATION_DIR)
+    decodings = _decodings(translator, config, run_dir, options)
+    splits = list(options.splits)
+    corpus = load_multi30k(splits, options.data_dir)
+    baseline = load_run(options.baseline_run_dir)[0] if options.baseline_run_dir else None
+    out_dir = Path(options.out_dir or run_dir / runs.EVALUATION_DIR)
     runs.mark_evaluation_folder(out_dir)
     results = {}
     for split in splits:
-        data = corpus[split].head(max_sentences)
-        for method in methods:
-            print(f"{split}: {method} decoding")
-            scores, decoded, hyps = _decode_and_score(
-                translator, data, split, method, batch_size, beam_width, length_penalty
+        data = corpus[split].head(options.max_sentences)
+        if translator.policy is None:
+            scored = _evaluate_methods(
+                translator, config, baseline, data, split, decodings, options, out_dir
             )
-            results[f"{split}/{method}"] = scores
-            write_text(out_dir / f"{split}.{method}.fr", "\n".join(hyps) + "\n")
-            if method == "greedy":
-                results.update(
-                    _bleu_by_length(config["attention"], baseline, data, hyps, split, out_dir)
-                )
-                for i in heatmaps:
-                    path = out_dir / f"attention.{split}.{i}.png"
-                    _heatmap(translator, decoded, data, i, path)
+        else:
+            scored = _evaluate_settings(translator, data, split, decodings, options, out_dir)
+        results.update(scored)
     print(results_table(results))
     runs.write_json(out_dir / "results.json", results)
     print(f"results: {out_dir / 'results.json'}")
@@ -147,8 +166,45 @@ def _wait_k_refusal(command, run_dir, config):
     )
 
 
-def _simultaneous_settings(translator, config, wait_k, run_dir):
-    """[(label, k)] of the settings `evaluate` decodes a simultaneous run with."""
+def _decodings(translator, config, run_dir, options):
+    """What `evaluate` decodes a run with, its `options` checked against it.
+
+    Args:
+        translator: the run's `Translator`.
+        config: the run's config.json.
+        run_dir: the run folder, as the messages name it.
+        options: the `EvaluateOptions`.
+
+    Returns:
+        An offline run's decoding methods: `options.methods`, or greedy and
+        beam when None. A simultaneous run's settings, `[(label, k)]`:
+        `("wait-K", K)` for each k of a "wait-k" run, `(policy, None)` for
+        the one setting of another policy.
+
+    Raises:
+        SystemExit: a `wait_k` for a run of no policy or of one other than
+            "wait-k", a beam too wide, or for a simultaneous run a method
+            other than greedy or a baseline.
+    """
+    if translator.policy is None:
+        if options.wait_k is not None:
+            raise SystemExit(_wait_k_refusal("evaluate", run_dir, config))
+        methods = ("greedy", "beam") if options.methods is None else options.methods
+        if "beam" in methods:
+            _check_beam_width(translator, options.beam_width, "evaluate")
+        return methods
+    methods, wait_k = options.methods, options.wait_k
+    if methods is not None and list(methods) != ["greedy"]:
+        raise SystemExit(
+            f"evaluate: --methods {','.join(methods)}: {run_dir} is a simultaneous run "
+            f"(policy {translator.policy!r}), decoded greedily as the source arrives; a beam "
+            "would revise tokens already written. Give --methods greedy (the default here)"
+        )
+    if options.baseline_run_dir:
+        raise SystemExit(
+            "evaluate: --baseline-run-dir compares BLEU by length with an offline run; "
+            f"{run_dir} is a simultaneous run, compared by its latency"
+        )
     if translator.policy != "wait-k":
         if wait_k is not None:
             raise SystemExit(_wait_k_refusal("evaluate", run_dir, config))
@@ -160,58 +216,86 @@ def _simultaneous_settings(translator, config, wait_k, run_dir):
     return [(f"wait-{k}", k) for k in wait_k]
 
 
-def _evaluate_simultaneous(
-    translator,
-    config,
-    run_dir,
-    data_dir,
-    splits,
-    methods,
-    batch_size,
-    baseline_run_dir,
-    heatmaps,
-    max_sentences,
-    out_dir,
-    wait_k,
-):
-    """`evaluate` of a simultaneous run: greedy BLEU and AP, AL, DAL per setting."""
-    if methods is not None and list(methods) != ["greedy"]:
-        raise SystemExit(
-            f"evaluate: --methods {','.join(methods)}: {run_dir} is a simultaneous run "
-            f"(policy {translator.policy!r}), decoded greedily as the source arrives; a beam "
-            "would revise tokens already written. Give --methods greedy (the default here)"
-        )
-    if baseline_run_dir:
-        raise SystemExit(
-            "evaluate: --baseline-run-dir compares BLEU by length with an offline run; "
-            f"{run_dir} is a simultaneous run, compared by its latency"
-        )
-    settings = _simultaneous_settings(translator, config, wait_k, run_dir)
-    splits = list(splits)
-    corpus = load_multi30k(splits, data_dir)
-    out_dir = Path(out_dir or run_dir / runs.EVALUATION_DIR)
-    runs.mark_evaluation_folder(out_dir)
+def _evaluate_methods(translator, config, baseline, data, split, methods, options, out_dir):
+    """`evaluate` of an offline run on one split: each method's scores and
+    hypotheses; for greedy decoding, BLEU by length and the heatmaps.
+
+    Args:
+        translator: the run's `Translator`.
+        config: the run's config.json.
+        baseline: the baseline run's `Translator`, or None.
+        data: the split's sentences (`Multi30kSplit`).
+        split: its name.
+        methods: the decoding methods (`_decodings`).
+        options: the `EvaluateOptions`.
+        out_dir: the output folder.
+
+    Returns:
+        The split's entries of the results: `SPLIT/METHOD`, and with greedy
+        decoding `SPLIT/bleu_by_length` (and `SPLIT/greedy/baseline`).
+
+    Raises:
+        SystemExit: a method's output is not finite.
+        ValueError: a heatmap number is past the end of the split.
+    """
     results = {}
-    for split in splits:
-        data = corpus[split].head(max_sentences)
-        for label, k in settings:
-            if k is not None:
-                translator.wait_k = k  # before the search of this setting is traced
-            print(f"{split}: greedy decoding, {label}")
-            scores, decoded, hyps = _decode_and_score(
-                translator, data, split, "greedy", batch_size, BEAM_WIDTH, LENGTH_PENALTY
+    for method in methods:
+        print(f"{split}: {method} decoding")
+        scores, decoded, hyps = _decode_and_score(
+            translator,
+            data,
+            split,
+            method,
+            options.batch_size,
+            options.beam_width,
+            options.length_penalty,
+        )
+        results[f"{split}/{method}"] = scores
+        write_text(out_dir / f"{split}.{method}.fr", "\n".join(hyps) + "\n")
+        if method == "greedy":
+            results.update(
+                _bleu_by_length(config["attention"], baseline, data, hyps, split, out_dir)
             )
-            _, _, latency = evaluation.simultaneous_latency(translator, decoded)
-            scores.update(policy=translator.policy, k=k, **latency)
-            results[f"{split}/greedy/{label}"] = scores
-            write_text(out_dir / f"{split}.greedy.{label}.fr", "\n".join(hyps) + "\n")
-            for i in heatmaps:
-                _heatmap(
-                    translator, decoded, data, i, out_dir / f"attention.{split}.{label}.{i}.png"
-                )
-    print(results_table(results))
-    runs.write_json(out_dir / "results.json", results)
-    print(f"results: {out_dir / 'results.json'}")
+            for i in options.heatmaps:
+                path = out_dir / f"attention.{split}.{i}.png"
+                _heatmap(translator, decoded, data, i, path)
+    return results
+
+
+def _evaluate_settings(translator, data, split, settings, options, out_dir):
+    """`evaluate` of a simultaneous run on one split: greedy BLEU and AP,
+    AL, DAL per setting, its hypotheses and heatmaps.
+
+    Args:
+        translator: the run's `Translator`, trained with a `policy`.
+        data: the split's sentences (`Multi30kSplit`).
+        split: its name.
+        settings: `[(label, k)]` (`_decodings`).
+        options: the `EvaluateOptions`.
+        out_dir: the output folder.
+
+    Returns:
+        The split's entries `SPLIT/greedy/LABEL` of the results, their
+        scores with the policy, its k and the latency (AP, AL, DAL).
+
+    Raises:
+        SystemExit: the output of a setting is not finite.
+        ValueError: a heatmap number is past the end of the split.
+    """
+    results = {}
+    for label, k in settings:
+        if k is not None:
+            translator.wait_k = k  # before the search of this setting is traced
+        print(f"{split}: greedy decoding, {label}")
+        scores, decoded, hyps = _decode_and_score(
+            translator, data, split, "greedy", options.batch_size, BEAM_WIDTH, LENGTH_PENALTY
+        )
+        _, _, latency = evaluation.simultaneous_latency(translator, decoded)
+        scores.update(policy=translator.policy, k=k, **latency)
+        results[f"{split}/greedy/{label}"] = scores
+        write_text(out_dir / f"{split}.greedy.{label}.fr", "\n".join(hyps) + "\n")
+        for i in options.heatmaps:
+            _heatmap(translator, decoded, data, i, out_dir / f"attention.{split}.{label}.{i}.png")
     return results
 
 
