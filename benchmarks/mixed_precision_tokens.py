@@ -2,12 +2,13 @@
 
 For a run of `examples/g2p_cmudict.py train --mixed-precision POLICY` (a
 real, trained model), exports the run as a user does (`export_folder`, no
-step of the user's: SavedModel and TFLite float32, float16 and int8, greedy
-and beam) and counts, on `--words` words of `cmudict-0.7b.test` (evenly
-spaced through the file; 0: every word), the words whose phones equal those
-of the reference: the same weights in the same architecture built again
-under float32 by the example's own `build_model` (not through
-`keras_attention.backend.precision`), run by Keras, greedy and beam. The mixed model
+step of the user's, the global policy still POLICY: SavedModel and TFLite
+float32, float16 and int8, greedy and beam) and counts, on `--words` words
+of `cmudict-0.7b.test` (evenly spaced through the file; 0: every word), the
+words whose phones equal those of the reference: the same weights in the
+same architecture built again under float32 by the example's own
+`build_model` (not through `keras_attention.backend.precision`), run by
+Keras, greedy and beam. The mixed model
 run by Keras in its own policy is counted too, for comparison.
 
 TFLite runs one word at a time at its own length, as `pronounce` in the
@@ -134,9 +135,16 @@ def main(argv=None):
         from keras_attention import export
 
         out = os.path.join(folder, "export")
-        manifest = export.export_folder(
-            generator, out, "g2p", variants=VARIANTS, beam_width=args.beam_width
-        )
+        # As a user's one script does: train under the policy, then export
+        # with the global policy still set to it.
+        previous = keras.config.dtype_policy()
+        keras.config.set_dtype_policy(policy)
+        try:
+            manifest = export.export_folder(
+                generator, out, "g2p", variants=VARIANTS, beam_width=args.beam_width
+            )
+        finally:
+            keras.config.set_dtype_policy(previous)
         saved = os.path.join(out, "saved_model")
         got["SavedModel"] = {
             "greedy": saved_model_phones(saved, "serving_default", vocab, words),
@@ -156,7 +164,7 @@ def main(argv=None):
         f"{config['encoder_layers']}-layer bi-LSTM encoder of {config['encoder_units']} "
         f"per direction, decoder {config['units']}) trained under `{policy}` on "
         f"`{config['train_file']}` with a {config['max_minutes']:g}-minute budget, exported "
-        "by `export_folder` as it is. On "
+        f"by `export_folder` as it is, with the global policy still `{policy}`. On "
         f"{n:,} words of `cmudict-0.7b.test`, the words whose phones equal those of the "
         "same weights built again in float32 and run by Keras; the target is "
         f"{TARGET:.0%} ({int(np.ceil(TARGET * n))} of {n}). The reference's greedy WER on "
