@@ -5,11 +5,10 @@ a sequence of queries (T_q != T_v) or a single step, and compares with
 `reference.alignment_layer_reference`, which loops over batch, steps and keys.
 """
 
-import doctest
-
 import keras
 import numpy as np
 import pytest
+from _doctests import assert_docstring_examples_run
 from autodiff import gradients
 from reference import ATOL
 from reference import D_K
@@ -630,13 +629,7 @@ def test_invalid_arguments_are_rejected(cls, kwargs, name):
     "cls", [LocationSensitiveAttention, BahdanauMonotonicAttention, LuongMonotonicAttention]
 )
 def test_docstring_example_runs(cls):
-    examples = doctest.DocTestFinder(recurse=False).find(cls, globs={cls.__name__: cls})
-    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
-    for example in examples:
-        runner.run(example)
-    results = runner.summarize(verbose=False)
-    assert results.attempted > 0
-    assert results.failed == 0
+    assert_docstring_examples_run(cls)
 
 
 @pytest.mark.parametrize("cls", [BaseAlignmentAttention, BaseMonotonicAttention])

@@ -11,12 +11,12 @@ against the teacher-forced call, the masks, training, mixed precision, the
 errors, the `.keras` file and a `Seq2SeqGenerator`.
 """
 
-import doctest
 import re
 
 import keras
 import numpy as np
 import pytest
+from _doctests import assert_docstring_examples_run
 from test_decoders import memory_mask
 from test_decoders import randomize
 from test_decoders import token_batch
@@ -646,11 +646,7 @@ def test_keras_file_round_trip_gives_identical_outputs(kind, cell_kind, tmp_path
 
 @pytest.mark.parametrize("cls", [BahdanauDecoder, LuongDecoder])
 def test_docstring_example_runs(cls):
-    examples = doctest.DocTestFinder(recurse=False).find(cls, globs={cls.__name__: cls})
-    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
-    for example in examples:
-        runner.run(example)
-    assert runner.failures == 0 and runner.tries > 0
+    assert_docstring_examples_run(cls)
 
 
 # ---------------------------------------------------------------- generator

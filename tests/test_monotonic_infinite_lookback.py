@@ -10,11 +10,10 @@ decoders' step-by-step decoding, the contract checker, saving, mixed precision
 and bad arguments.
 """
 
-import doctest
-
 import keras
 import numpy as np
 import pytest
+from _doctests import assert_docstring_examples_run
 from autodiff import gradients
 from reference import MONOTONIC_REFERENCES
 from reference import bahdanau_scores
@@ -448,11 +447,4 @@ def test_a_bad_argument_is_named(kwargs, name):
 
 
 def test_docstring_example_runs():
-    cls = MonotonicInfiniteLookbackAttention
-    examples = doctest.DocTestFinder(recurse=False).find(cls, globs={cls.__name__: cls})
-    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
-    for example in examples:
-        runner.run(example)
-    results = runner.summarize(verbose=False)
-    assert results.attempted > 0
-    assert results.failed == 0
+    assert_docstring_examples_run(MonotonicInfiniteLookbackAttention)

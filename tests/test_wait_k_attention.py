@@ -7,12 +7,12 @@ k = None   the wrapped layer unchanged
 delays     g(t) = min(k + t - 1, |x|), t = 1..|y|; AL = k for |x| = |y|
 """
 
-import doctest
 import math
 
 import keras
 import numpy as np
 import pytest
+from _doctests import assert_docstring_examples_run
 from reference import ATOL
 from reference import RTOL
 from reference import alignment_step
@@ -537,11 +537,4 @@ def test_wait_k_delays_refuses_a_bad_k(k):
 
 
 def test_docstring_example_runs():
-    globs = {"WaitKAttention": WaitKAttention}
-    examples = doctest.DocTestFinder(recurse=False).find(WaitKAttention, globs=globs)
-    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
-    for example in examples:
-        runner.run(example)
-    results = runner.summarize(verbose=False)
-    assert results.attempted > 0
-    assert results.failed == 0
+    assert_docstring_examples_run(WaitKAttention)

@@ -54,6 +54,7 @@ from keras_attention.export.backend import check_tensorflow_backend
 from keras_attention.export.tflite import check_captured_variables
 from keras_attention.export.tflite import check_float32
 from keras_attention.export.tflite import check_quantization
+from keras_attention.export.tflite import tflite_model_path
 from keras_attention.export.tflite import write_tflite
 from keras_attention.files.atomic import write_json
 from keras_attention.generation.simultaneous_generator import SimultaneousGenerator
@@ -347,13 +348,7 @@ def export_simultaneous_tflite(
     """
     check_tensorflow_backend("TFLite export")
     quantization = check_quantization(quantization)
-    path = Path(path)
-    if path.suffix.lower() == ".json":
-        raise ValueError(
-            "Invalid value for argument `path`. Expected the .tflite file to write; "
-            f"the manifest goes beside it as {path.with_suffix('.json').name}. "
-            f"Received: path={str(path)!r}"
-        )
+    path = tflite_model_path(path)
     lite = LiteSimultaneous(simultaneous_generator, max_length=max_length)
     write_tflite(lite, path, quantization)
     manifest = lite.manifest()

@@ -609,7 +609,7 @@ def export_tflite(generator, path, quantization="float32", **options):
     quantization = check_quantization(quantization)
     if options.get("beam_width") is not None:  # before any work, whatever the generator
         check_beam_width(options["beam_width"], getattr(generator, "target_vocabulary_size", None))
-    path = _model_path(path)
+    path = tflite_model_path(path)
     lite = LiteGenerator(generator, **options)
     write_tflite(lite, path, quantization)
     return write_model_manifest(lite, path, quantization)
@@ -626,9 +626,10 @@ def write_model_manifest(lite_generator, path, quantization):
     return manifest
 
 
-def _model_path(path):
+def tflite_model_path(path):
     """`path` as a `Path`; `ValueError` for a `.json` one, which the manifest
-    (written to `path` with the suffix .json) would replace."""
+    (written to `path` with the suffix .json) would replace. The check of
+    every export that writes a model and its manifest beside it."""
     path = Path(path)
     if path.suffix.lower() == ".json":
         raise ValueError(
