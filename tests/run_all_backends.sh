@@ -60,6 +60,10 @@ EVERY_BACKEND=(
     tests/test_training_helpers.py
     tests/test_time_budget.py
     tests/test_ensemble.py
+    # Simultaneous decoding: the read/write policies and the stream.
+    tests/test_wait_k_attention.py
+    tests/test_monotonic_infinite_lookback.py
+    tests/test_simultaneous_generator.py
 )
 
 JAX_SKIPS=(
@@ -69,11 +73,23 @@ JAX_SKIPS=(
     tests/test_custom_attention.py
     tests/test_contract_checker.py
     tests/test_ensemble.py
+    tests/test_wait_k_attention.py
+    tests/test_monotonic_infinite_lookback.py
+    tests/test_simultaneous_generator.py
 )
 # ...of which JAX still runs these: the float64 references of the alignment
 # layers, their monotonic laws and saving; any cell against the fused path
 # and teacher forcing, compiled with XLA, saved.
 JAX_SELECTED=(
+    # The policies and the stream, each behaviour once: k drawn per row
+    # before the loop (no tracer leaks from a scan), MILk against its float64
+    # reference and step by step, the stream equal to offline greedy.
+    "tests/test_wait_k_attention.py::test_a_decoder_in_training_draws_k_per_row_before_its_loop[bahdanau]"
+    tests/test_wait_k_attention.py::test_a_model_with_training_k_fits
+    "tests/test_wait_k_attention.py::test_decoder_call_equals_its_step_loop[luong]"
+    "tests/test_monotonic_infinite_lookback.py::test_soft_weights_equal_the_papers_sum[3-4-6-parallel-False]"
+    "tests/test_monotonic_infinite_lookback.py::test_step_by_step_decoding_equals_the_teacher_forced_call[bahdanau-hard]"
+    "tests/test_simultaneous_generator.py::test_wait_k_streaming_gives_the_offline_tokens_on_its_schedule[3-bahdanau]"
     tests/test_alignment_attention.py::test_sequence_matches_reference
     tests/test_alignment_attention.py::test_single_step_from_previous_state_matches_reference
     tests/test_alignment_attention.py::test_monotonic_alignment_function_matches_reference
