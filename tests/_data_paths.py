@@ -17,6 +17,17 @@ def multi30k_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
 
 
+def require_multi30k() -> str:
+    """The Multi30k folder as a string; fails the calling test when its
+    training file is missing (the translator's tests need the real data)."""
+    import pytest
+
+    folder = multi30k_dir()
+    if not (folder / "train.en.gz").exists():
+        pytest.fail(f"Multi30k is not in {folder} (see tests/_data_paths.py)")
+    return str(folder)
+
+
 CMUDICT_TRAIN = "cmudict-0.7b.train"
 
 

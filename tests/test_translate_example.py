@@ -16,7 +16,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
-from _data_paths import multi30k_dir
+from _data_paths import require_multi30k
 from _scripts import load_script
 
 from keras_attention import SmoothedSparseCrossentropy
@@ -56,10 +56,7 @@ DECODER = {"bahdanau": ["--no-conditional", "--decoder-init", "final"], "none": 
 
 @pytest.fixture(scope="module")
 def data_dir():
-    folder = multi30k_dir()
-    if not (folder / "train.en.gz").exists():
-        pytest.fail(f"Multi30k is not in {folder} (see tests/_data_paths.py)")
-    return str(folder)
+    return require_multi30k()
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import math
 import keras
 import numpy as np
 import pytest
-from _data_paths import multi30k_dir
+from _data_paths import require_multi30k
 
 from keras_attention.attention.bahdanau_attention import BahdanauAttention
 from keras_attention.attention.monotonic_infinite_lookback_attention import (
@@ -208,10 +208,7 @@ def test_the_results_table_adds_latency_for_a_simultaneous_run():
 
 @pytest.fixture(scope="module")
 def data_dir():
-    folder = multi30k_dir()
-    if not (folder / "train.en.gz").exists():
-        pytest.fail(f"Multi30k is not in {folder} (see tests/_data_paths.py)")
-    return str(folder)
+    return require_multi30k()
 
 
 @pytest.fixture(scope="module")
