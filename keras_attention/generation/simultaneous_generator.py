@@ -47,6 +47,7 @@ from keras_attention.generation.search_defaults import default_max_length
 from keras_attention.scoring.latency import READ
 from keras_attention.scoring.latency import WRITE
 from keras_attention.scoring.latency import Latency
+from keras_attention.scoring.latency import delays_of_trace
 
 # The entries of the decode state that the source gives; the others (the
 # recurrent state, the attention state) are carried from write to write.
@@ -208,13 +209,17 @@ class SimultaneousStream:
         self.source = []
         self.tokens = []
         self.actions = ""
-        self.delays = []
         self.log_prob = 0.0
         self.attention = []
         self.source_ended = False
         self.done = False
         self._state = None  # the decode state, after the last write
         self._memory = None  # the memory entries of the tokens read, at full width
+
+    @property
+    def delays(self):
+        """g(t) for each written token, read off the trace."""
+        return list(delays_of_trace(self.actions))
 
     @property
     def read_count(self):
@@ -288,7 +293,6 @@ class SimultaneousStream:
         token = int(np.argmax(log_probs))  # the lowest id among equals, as greedy's
         self.tokens.append(token)
         self.actions += WRITE
-        self.delays.append(len(self.source))
         self.log_prob += float(log_probs[token])
         row = ops.convert_to_numpy(ops.cast(weights, "float32"))[0]
         self.attention.append(row)
